@@ -1,0 +1,128 @@
+"""Real SGLang release sources for tests: download a wheel from PyPI once, extract `sglang/`.
+
+    from tests.wheels import sglang_source_tree
+    tree = sglang_source_tree("0.5.11")   # -> <repo>/.cache/sglang-src/0.5.11/sglang
+
+Wheels are cached in `.cache/sglang-wheels/`, extracted trees in `.cache/sglang-src/<version>/`.
+Idempotent and safe when several processes (pytest-xdist workers, the simulator's tests) ask for
+the same version at once: a per-version lock file serialises the work, the extraction goes to a
+temporary folder that is renamed into place, and a `.complete` marker says the tree is whole.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+CACHE = REPO / ".cache"
+WHEELS = CACHE / "sglang-wheels"
+SOURCES = CACHE / "sglang-src"
+
+# Releases the source-reader tests cover (one or more per flag-layout era).
+VERSIONS = (
+    "0.4.10.post2",
+    "0.5.6",
+    "0.5.9",
+    "0.5.11",
+    "0.5.13.post1",
+    "0.5.16",
+    "0.5.18",
+    "0.5.19",
+    "0.5.20",
+    "0.5.23",
+)
+
+
+def _pip_python() -> str:
+    """A Python interpreter that has pip: this one if possible (the dev venv has none)."""
+    candidates = [sys.executable, shutil.which("python3"), shutil.which("python")]
+    for exe in candidates:
+        if exe and subprocess.run([exe, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+            return exe
+    raise RuntimeError("no Python with pip found to download sglang wheels (tried %s)" % candidates)
+
+
+def _find_wheel(version: str) -> pathlib.Path | None:
+    hits = sorted(WHEELS.glob(f"sglang-{version}-*.whl"))
+    return hits[0] if hits else None
+
+
+def sglang_wheel(version: str) -> pathlib.Path:
+    """Path to the cached wheel of `sglang==version`, downloading it from PyPI if missing."""
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    wheel = _find_wheel(version)
+    if wheel is not None:
+        return wheel
+    with _lock(WHEELS / f".sglang-{version}.lock"):
+        wheel = _find_wheel(version)
+        if wheel is not None:
+            return wheel
+        with tempfile.TemporaryDirectory(dir=WHEELS, prefix=".dl-") as tmp:
+            cmd = [_pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "-q", f"sglang=={version}", "-d", tmp]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"pip download sglang=={version} failed (rc {proc.returncode}):\n"
+                                   f"{proc.stderr[-2000:]}")
+            got = sorted(pathlib.Path(tmp).glob("sglang-*.whl"))
+            if not got:
+                raise RuntimeError(f"pip download sglang=={version} produced no wheel in {tmp}")
+            final = WHEELS / got[0].name
+            os.replace(got[0], final)  # atomic within one file system
+            return final
+
+
+def sglang_source_tree(version: str) -> pathlib.Path:
+    """Path to the extracted `sglang/` package of release `version` (only `sglang/` is extracted)."""
+    dest = SOURCES / version
+    pkg = dest / "sglang"
+    marker = dest / ".complete"
+    if marker.exists():
+        return pkg
+    wheel = sglang_wheel(version)
+    SOURCES.mkdir(parents=True, exist_ok=True)
+    with _lock(SOURCES / f".{version}.lock"):
+        if marker.exists():
+            return pkg
+        tmp = pathlib.Path(tempfile.mkdtemp(dir=SOURCES, prefix=f".{version}-"))
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                members = [n for n in zf.namelist() if n.startswith("sglang/") and ".." not in n]
+                zf.extractall(tmp, members=members)
+            if not (tmp / "sglang").is_dir():
+                raise RuntimeError(f"{wheel.name} contains no sglang/ package")
+            if dest.exists():  # a half-finished earlier attempt (no marker)
+                shutil.rmtree(dest)
+            os.replace(tmp, dest)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        marker.write_text(wheel.name + "\n")
+    return pkg
+
+
+class _lock:
+    """Exclusive advisory lock on a file (POSIX flock), released on exit."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+if __name__ == "__main__":  # python tests/wheels.py 0.5.11 0.5.20 ...
+    for v in sys.argv[1:] or VERSIONS:
+        print(v, sglang_source_tree(v))
