@@ -43,9 +43,9 @@ def _pip_python() -> str:
     """A Python interpreter that has pip: this one if possible (the dev venv has none)."""
     candidates = [sys.executable, shutil.which("python3"), shutil.which("python")]
     for exe in candidates:
-        if exe and subprocess.run([exe, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+        if exe and subprocess.run([exe, "-m", "pip", "--version"], check=False, capture_output=True).returncode == 0:
             return exe
-    raise RuntimeError("no Python with pip found to download sglang wheels (tried %s)" % candidates)
+    raise RuntimeError(f"no Python with pip found to download sglang wheels (tried {candidates})")
 
 
 def _find_wheel(version: str) -> pathlib.Path | None:
@@ -66,7 +66,7 @@ def sglang_wheel(version: str) -> pathlib.Path:
         with tempfile.TemporaryDirectory(dir=WHEELS, prefix=".dl-") as tmp:
             cmd = [_pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                    "--disable-pip-version-check", "-q", f"sglang=={version}", "-d", tmp]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise RuntimeError(f"pip download sglang=={version} failed (rc {proc.returncode}):\n"
                                    f"{proc.stderr[-2000:]}")
