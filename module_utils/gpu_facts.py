@@ -89,6 +89,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CC = re.compile(r"^(\d+)\.(\d+)$")
 _NV = re.compile(r"^NV(\d+)$")
 _GPU_COL = re.compile(r"^GPU(\d+)$")
+_HEADER_CELL = re.compile(r"^[a-z][a-z0-9_.]*(\s*\[[^\]]*\])?$")
 _CUDA = re.compile(r"CUDA Version\s*:?\s*([0-9][0-9.]*)|<cuda_version>([0-9.]+)</cuda_version>")
 
 
@@ -125,7 +126,7 @@ def parse_query_csv(text, fields=QUERY_FIELDS):
     if not lines:
         raise GpuFactsError("nvidia-smi query returned no GPU lines")
     first = [c.strip() for c in lines[0].split(",")]
-    if first[0] == "index":
+    if all(_HEADER_CELL.match(c) for c in first):
         fields = [re.sub(r"\s*\[.*\]$", "", c) for c in first]
         lines = lines[1:]
         start = 2
