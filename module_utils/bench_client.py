@@ -1,0 +1,830 @@
+"""Stdlib-only streaming benchmark client for SGLang and OpenAI-compatible inference servers.
+
+Self-contained (no imports from this repo): it is also copied to hosts and run with their system
+Python 3.11 (`python3 bench_client.py --base-url http://127.0.0.1:30000 ...` prints JSON).
+
+HTTP/1.1 is written by hand over asyncio streams (one connection per request, `Connection:
+close`), with chunked transfer decoding and Server-Sent-Events parsing. Endpoints:
+
+- `completions`: OpenAI `/v1/completions`, `choices[0].text` per chunk.
+- `chat`: OpenAI `/v1/chat/completions`, `choices[0].delta.content` (+ `reasoning_content`).
+- `generate`: SGLang native `/generate`, cumulative `text` and `meta_info.completion_tokens`.
+
+All ask for `stream: true`, `ignore_eos: true`, `temperature` (default 0) and a fixed output length;
+the OpenAI ones add `stream_options: {"include_usage": true}`.
+
+Fixed input length without a tokenizer: a prompt is a string of " x" words (random lowercase
+letters, seeded, different per request so no prefix cache serves it). Every byte-level BPE and
+SentencePiece vocabulary in use encodes " x" as one token, but the chat template, BOS and the
+tokenizer may add more, so the prompt is calibrated against the server: two probe requests
+(16 and 32 words, max 1 output token) give `prompt_tokens = overhead + per_word * words` from the
+server's usage; the word count for `input_len` is solved from that and checked with one more probe
+(adjusted up to 3 times). `prompt_tokens` of every measured request is reported, so a prompt that
+did not hit `input_len` shows up. `input_len` is counted the server's way (template included).
+
+Per request: TTFT (send -> first chunk with output), inter-chunk latencies (ITL), end-to-end latency,
+output tokens from usage (`completion_tokens`) cross-checked against the streamed chunks with output
+(a mismatch is counted and shown, not hidden: speculative decoding legitimately sends several tokens
+per chunk). Per run: request/output/input throughput, single-stream decode speed
+((output_tokens - 1) / (e2e - ttft) per request), TTFT/ITL/TPOT/e2e mean/p50/p90/p99, errors.
+`run_benchmark` runs warm-up requests, then `repeats` runs and returns the median of each metric
+over the runs (counts and errors summed), plus every run.
+
+Timeouts: connect timeout, per-read timeout (no byte for that long) and a per-request deadline;
+every error names the URL and what happened. Headers (API key) are never logged or returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import socket
+import ssl
+import string
+import sys
+import time
+from urllib.parse import urlsplit
+
+__version__ = "1.0"
+
+API_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
+MAX_HEADER_BYTES = 64 * 1024
+MAX_ERROR_BODY = 2000
+READ_SIZE = 256 * 1024
+
+
+class BenchError(Exception):
+    """A request or benchmark failed; the message names the URL and what happened."""
+
+
+# --------------------------------------------------------------------------------------------
+# Parsers (pure, incremental)
+# --------------------------------------------------------------------------------------------
+
+
+class ChunkedDecoder:
+    """Incremental decoder for HTTP/1.1 `Transfer-Encoding: chunked` bodies."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._need = -1  # -1: waiting for a size line; >= 0: bytes of chunk data still expected
+        self._crlf = False  # waiting for the CRLF after chunk data
+        self.done = False  # the zero-size chunk (and trailers) was read
+
+    def feed(self, data: bytes) -> bytes:
+        """Return the body bytes contained in `data` (possibly b"")."""
+        if self.done:
+            return b""
+        buf = self._buf
+        buf += data
+        out = bytearray()
+        pos = 0
+        while True:
+            if self._need > 0:
+                take = min(self._need, len(buf) - pos)
+                out += buf[pos:pos + take]
+                pos += take
+                self._need -= take
+                if self._need:
+                    break
+                self._crlf = True
+            if self._crlf:
+                if len(buf) - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise ValueError(f"malformed chunked body: expected CRLF after chunk, got {bytes(buf[pos:pos + 2])!r}")
+                pos += 2
+                self._crlf = False
+                self._need = -1
+            if self._need == 0:  # last chunk: skip trailers up to the empty line
+                end = buf.find(b"\r\n", pos)
+                if end < 0:
+                    break
+                if end == pos:
+                    self.done = True
+                    pos = end + 2
+                    break
+                pos = end + 2
+                continue
+            end = buf.find(b"\r\n", pos)
+            if end < 0:
+                if len(buf) - pos > 1024:
+                    raise ValueError("malformed chunked body: chunk size line longer than 1024 bytes")
+                break
+            line = bytes(buf[pos:end]).split(b";", 1)[0].strip()
+            try:
+                self._need = int(line, 16)
+            except ValueError:
+                raise ValueError(f"malformed chunked body: bad chunk size line {bytes(buf[pos:end])[:80]!r}") from None
+            pos = end + 2
+        del buf[:pos]
+        return bytes(out)
+
+
+class SSEParser:
+    """Incremental Server-Sent-Events parser: feed bytes, get the `data` payload of complete events."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self._data: list[str] = []
+
+    def feed(self, data: bytes) -> list[str]:
+        """Return the data of each event completed by `data` (multi-line data joined with "\\n")."""
+        lines = (self._rest + data).split(b"\n")
+        self._rest = lines.pop()
+        events = []
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    events.append("\n".join(self._data))
+                    self._data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                if value.startswith(b" "):
+                    value = value[1:]
+                self._data.append(value.decode("utf-8", "replace"))
+            # comments (": ping") and event:/id:/retry: fields are ignored
+        return events
+
+    def flush(self) -> list[str]:
+        """At end of stream: return an event whose closing blank line never came."""
+        if self._rest.startswith(b"data:"):
+            self.feed(b"\n")
+        events = ["\n".join(self._data)] if self._data else []
+        self._data = []
+        return events
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Percentile with linear interpolation between closest ranks (numpy's default method)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    k = (len(xs) - 1) * p / 100.0
+    lo = math.floor(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summarize(values: list[float], scale: float = 1.0) -> dict:
+    """mean/p50/p90/p99/min/max of `values` times `scale` (None when empty)."""
+    if not values:
+        return {"mean": None, "p50": None, "p90": None, "p99": None, "min": None, "max": None, "n": 0}
+    return {
+        "mean": sum(values) / len(values) * scale,
+        "p50": percentile(values, 50) * scale,
+        "p90": percentile(values, 90) * scale,
+        "p99": percentile(values, 99) * scale,
+        "min": min(values) * scale,
+        "max": max(values) * scale,
+        "n": len(values),
+    }
+
+
+def median(values: list[float]) -> float | None:
+    """Median of the non-None values (None if there are none)."""
+    xs = [v for v in values if v is not None]
+    return percentile(xs, 50) if xs else None
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP/1.1 over asyncio streams
+# --------------------------------------------------------------------------------------------
+
+
+class _Target:
+    """Parsed base URL."""
+
+    def __init__(self, base_url: str) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BenchError(f"bad base_url {base_url!r}: expected http://host:port or https://host:port")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.base = f"{parts.scheme}://{parts.netloc}{self.prefix}"
+        default_port = (self.scheme == "https" and self.port == 443) or (self.scheme == "http" and self.port == 80)
+        self.host_header = self.host if default_port else f"{self.host}:{self.port}"
+        if ":" in self.host and not default_port:
+            self.host_header = f"[{self.host}]:{self.port}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+
+class _Timeouts:
+    def __init__(self, total: float, connect: float | None = None, read: float | None = None) -> None:
+        self.total = float(total)
+        self.connect = float(connect) if connect else min(10.0, self.total)
+        self.read = float(read) if read else self.total
+
+
+class _Conn:
+    """One HTTP request/response on its own connection, with connect/read/deadline timeouts."""
+
+    def __init__(self, target: _Target, path: str, timeouts: _Timeouts, method: str = "POST") -> None:
+        self.target = target
+        self.path = path
+        self.url = target.url(path)
+        self.method = method
+        self.t = timeouts
+        self.deadline = time.monotonic() + timeouts.total
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.progress = "connecting"
+
+    def _where(self) -> str:
+        return f"{self.method} {self.url}"
+
+    async def _bounded(self, coro, limit: float, what: str):
+        remaining = self.deadline - time.monotonic()
+        budget = min(limit, remaining)
+        if budget <= 0:
+            coro.close()
+            raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded ({self.progress})")
+        try:
+            return await asyncio.wait_for(coro, budget)
+        except TimeoutError:
+            if budget < limit:
+                raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded ({self.progress})") from None
+            raise BenchError(f"{self._where()}: {what} timeout after {limit:g} s ({self.progress})") from None
+
+    async def open(self, body: bytes | None, headers: dict[str, str] | None) -> None:
+        t = self.target
+        ctx = ssl.create_default_context() if t.scheme == "https" else None
+        try:
+            self.reader, self.writer = await self._bounded(
+                asyncio.open_connection(t.host, t.port, ssl=ctx, limit=MAX_HEADER_BYTES), self.t.connect, "connect")
+        except BenchError:
+            raise
+        except ConnectionRefusedError:
+            raise BenchError(f"{self._where()}: cannot connect to {t.host}:{t.port}: connection refused "
+                             "(is the server running?)") from None
+        except (OSError, socket.gaierror) as e:
+            raise BenchError(f"{self._where()}: cannot connect to {t.host}:{t.port}: {e.strerror or e}") from None
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        lines = [f"{self.method} {t.prefix}{self.path} HTTP/1.1", f"Host: {t.host_header}",
+                 "User-Agent: sglang-fleet-bench/" + __version__, "Accept: text/event-stream, application/json",
+                 "Connection: close"]
+        if body is not None:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        for k, v in (headers or {}).items():
+            lines.append(f"{k}: {v}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        self.progress = "waiting for response headers"
+        try:
+            await self._bounded(self.writer.drain(), self.t.read, "send")
+            head = await self._bounded(self.reader.readuntil(b"\r\n\r\n"), self.t.read, "read")
+        except asyncio.IncompleteReadError:
+            raise BenchError(f"{self._where()}: connection closed by the server before the response headers") from None
+        except asyncio.LimitOverrunError:
+            raise BenchError(f"{self._where()}: response headers longer than {MAX_HEADER_BYTES} bytes") from None
+        except (ConnectionError, OSError) as e:
+            raise BenchError(f"{self._where()}: connection error before the response headers: {e}") from None
+        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise BenchError(f"{self._where()}: not an HTTP response: {status_line[:100]!r}")
+        self.status = int(parts[1])
+        for line in header_lines:
+            if ":" in line:
+                k, v = line.split(":", 1)
+                self.headers[k.strip().lower()] = v.strip()
+        self.progress = "reading the response body"
+
+    async def body_chunks(self):
+        """Yield (arrival time, body bytes) as they come; raise BenchError on a cut or timeout."""
+        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        length = self.headers.get("content-length")
+        left = int(length) if (length and not chunked) else -1
+        dec = ChunkedDecoder() if chunked else None
+        while True:
+            if left == 0 or (dec is not None and dec.done):
+                return
+            try:
+                data = await self._bounded(self.reader.read(READ_SIZE), self.t.read, "read")
+            except (ConnectionError, OSError) as e:
+                raise BenchError(f"{self._where()}: connection error while {self.progress}: {e}") from None
+            now = time.perf_counter()
+            if not data:
+                if dec is not None:
+                    raise BenchError(f"{self._where()}: connection closed by the server mid-stream "
+                                     f"({self.progress}; chunked body not finished)")
+                if left > 0:
+                    raise BenchError(f"{self._where()}: connection closed by the server mid-body "
+                                     f"({left} of {length} bytes missing)")
+                return
+            if dec is not None:
+                try:
+                    data = dec.feed(data)
+                except ValueError as e:
+                    raise BenchError(f"{self._where()}: {e}") from None
+            elif left > 0:
+                data = data[:left]
+                left -= len(data)
+            if data:
+                yield now, data
+
+    async def read_body(self, limit: int | None = None) -> bytes:
+        out = bytearray()
+        async for _, data in self.body_chunks():
+            out += data
+            if limit is not None and len(out) >= limit:
+                break
+        return bytes(out)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _headers_with_key(headers: dict | None, api_key: str | None) -> dict:
+    h = dict(headers or {})
+    if api_key:
+        h["Authorization"] = f"Bearer {api_key}"
+    return h
+
+
+async def http_get(base_url: str, path: str, headers: dict | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
+    """GET base_url+path; return (status, body). Raises BenchError on connection problems."""
+    conn = _Conn(_Target(base_url), path, _Timeouts(timeout_s), method="GET")
+    try:
+        await conn.open(None, headers)
+        return conn.status, await conn.read_body()
+    finally:
+        conn.close()
+
+
+async def _error_body(conn: _Conn) -> str:
+    try:
+        body = await conn.read_body(limit=MAX_ERROR_BODY)
+    except BenchError as e:
+        return f"(body unreadable: {e})"
+    text = body[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
+    return text or "(empty body)"
+
+
+# --------------------------------------------------------------------------------------------
+# One streamed generation request
+# --------------------------------------------------------------------------------------------
+
+
+def build_payload(api: str, model: str | None, prompt: str, output_len: int, temperature: float = 0.0,
+                  ignore_eos: bool = True, extra: dict | None = None) -> dict:
+    """The JSON body for one streamed request of `output_len` tokens."""
+    if api == "generate":
+        sp = {"max_new_tokens": output_len, "temperature": temperature}
+        if ignore_eos:
+            sp["ignore_eos"] = True
+        body = {"text": prompt, "sampling_params": sp, "stream": True}
+    else:
+        body = {"max_tokens": output_len, "temperature": temperature, "stream": True,
+                "stream_options": {"include_usage": True}}
+        if model:
+            body["model"] = model
+        if ignore_eos:
+            body["ignore_eos"] = True
+        if api == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+    if extra:
+        body.update(extra)
+    return body
+
+
+def _event_output(api: str, ev: dict, state: dict) -> int:
+    """Return the output characters this event adds; record usage/token counts in `state`."""
+    if "error" in ev and not ev.get("choices") and "text" not in ev:
+        err = ev["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        raise BenchError(f"server error in stream: {msg}")
+    if api == "generate":
+        text = ev.get("text") or ""
+        prev = state["gen_text_len"]
+        if len(text) >= prev:
+            added = len(text) - prev
+            state["gen_text_len"] = len(text)
+        else:  # incremental streaming output (--incremental-streaming-output)
+            added = len(text)
+            state["gen_text_len"] += added
+        meta = ev.get("meta_info") or {}
+        ct = meta.get("completion_tokens")
+        if ct is not None:
+            added_tokens = ct - state["gen_tokens"]
+            state["gen_tokens"] = ct
+            state["usage_completion"] = ct
+            if added == 0 and added_tokens > 0:
+                added = -1  # tokens that decode to no text yet still count as output
+        if meta.get("prompt_tokens") is not None:
+            state["usage_prompt"] = meta["prompt_tokens"]
+        return added
+    usage = ev.get("usage")
+    if usage:
+        if usage.get("completion_tokens") is not None:
+            state["usage_completion"] = usage["completion_tokens"]
+        if usage.get("prompt_tokens") is not None:
+            state["usage_prompt"] = usage["prompt_tokens"]
+    choices = ev.get("choices") or []
+    if not choices:
+        return 0
+    c = choices[0]
+    if api == "chat":
+        d = c.get("delta") or {}
+        return len(d.get("content") or "") + len(d.get("reasoning_content") or "")
+    return len(c.get("text") or "")
+
+
+async def stream_request(base_url: str, api: str, payload: dict, headers: dict | None = None,
+                         timeout_s: float = 60.0, connect_timeout_s: float | None = None,
+                         read_timeout_s: float | None = None) -> dict:
+    """Send one streaming request and measure it. Never raises: errors go to result["error"].
+
+    Returns {"ok", "error", "ttft", "e2e", "itl": [s...], "chunks" (events with output),
+    "output_tokens" (usage, else chunks), "usage_tokens" (None if the server sent no usage),
+    "prompt_tokens", "text_len", "done" ([DONE] seen)}; times in seconds.
+    """
+    path = API_PATHS[api]
+    target = _Target(base_url)
+    conn = _Conn(target, path, _Timeouts(timeout_s, connect_timeout_s, read_timeout_s))
+    res = {"ok": False, "error": None, "ttft": None, "e2e": None, "itl": [], "chunks": 0, "output_tokens": 0,
+           "usage_tokens": None, "prompt_tokens": None, "text_len": 0, "done": False}
+    state = {"gen_text_len": 0, "gen_tokens": 0, "usage_completion": None, "usage_prompt": None}
+    body = json.dumps(payload).encode()
+    start = time.perf_counter()
+    last = None
+    try:
+        await conn.open(body, headers)
+        if conn.status != 200:
+            raise BenchError(f"{conn._where()}: HTTP {conn.status}: {await _error_body(conn)}")
+        sse = SSEParser()
+        events = 0
+        async for now, data in conn.body_chunks():
+            for raw in sse.feed(data):
+                events += 1
+                if raw.strip() == "[DONE]":
+                    res["done"] = True
+                    continue
+                try:
+                    ev = json.loads(raw)
+                except ValueError:
+                    raise BenchError(f"{conn.url}: event {events} is not JSON: {raw[:200]!r}") from None
+                try:
+                    added = _event_output(api, ev, state)
+                except BenchError as e:
+                    raise BenchError(f"{conn.url}: {e}") from None
+                if added:
+                    res["text_len"] += max(added, 0)
+                    res["chunks"] += 1
+                    if last is None:
+                        res["ttft"] = now - start
+                    else:
+                        res["itl"].append(now - last)
+                    last = now
+            conn.progress = f"streaming, {res['chunks']} chunks with output received"
+            if res["done"]:
+                break
+        for raw in sse.flush():
+            if raw.strip() == "[DONE]":
+                res["done"] = True
+        if not res["done"]:
+            raise BenchError(f"{conn.url}: stream ended without [DONE] after {res['chunks']} chunks with output "
+                             "(connection closed by the server mid-stream)")
+        res["ok"] = True
+    except BenchError as e:
+        res["error"] = str(e)
+    except Exception as e:  # noqa: BLE001 - report, never crash a whole run
+        res["error"] = f"{conn.url}: {type(e).__name__}: {e}"
+    finally:
+        conn.close()
+    res["e2e"] = time.perf_counter() - start
+    res["usage_tokens"] = state["usage_completion"]
+    res["prompt_tokens"] = state["usage_prompt"]
+    res["output_tokens"] = state["usage_completion"] if state["usage_completion"] is not None else res["chunks"]
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# Prompts of a fixed token count
+# --------------------------------------------------------------------------------------------
+
+
+def make_prompt(words: int, rng: random.Random) -> str:
+    """`words` words " x" of random lowercase letters (one token each in common vocabularies)."""
+    letters = string.ascii_lowercase
+    return "".join(" " + rng.choice(letters) for _ in range(words))
+
+
+async def _probe_prompt_tokens(base_url, api, model, words, headers, timeouts) -> int:
+    payload = build_payload(api, model, make_prompt(words, random.Random(words)), 1)
+    r = await stream_request(base_url, api, payload, headers, timeouts.total, timeouts.connect, timeouts.read)
+    if not r["ok"]:
+        raise BenchError(f"prompt calibration request failed: {r['error']}")
+    if r["prompt_tokens"] is None:
+        raise BenchError(f"prompt calibration: {base_url}{API_PATHS[api]} reports no prompt_tokens in usage")
+    return int(r["prompt_tokens"])
+
+
+async def calibrate_prompt(base_url: str, api: str, model: str | None, input_len: int, headers: dict,
+                           timeouts: _Timeouts) -> dict:
+    """Find the word count whose prompt the server counts as `input_len` tokens (see module doc)."""
+    k1, k2 = 16, 32
+    n1 = await _probe_prompt_tokens(base_url, api, model, k1, headers, timeouts)
+    n2 = await _probe_prompt_tokens(base_url, api, model, k2, headers, timeouts)
+    per_word = (n2 - n1) / (k2 - k1)
+    if per_word <= 0:
+        raise BenchError(f"prompt calibration: prompt_tokens did not grow with the prompt ({n1} for {k1} words, "
+                         f"{n2} for {k2})")
+    overhead = n1 - per_word * k1
+    words = max(1, round((input_len - overhead) / per_word))
+    measured = None
+    for _ in range(4):
+        measured = await _probe_prompt_tokens(base_url, api, model, words, headers, timeouts)
+        if measured == input_len:
+            break
+        step = round((input_len - measured) / per_word) or (1 if input_len > measured else -1)
+        if words + step < 1:
+            break
+        words += step
+    else:
+        measured = await _probe_prompt_tokens(base_url, api, model, words, headers, timeouts)
+    return {"words": words, "calibrated": True, "per_word_tokens": per_word, "overhead_tokens": overhead,
+            "probe_prompt_tokens": measured, "exact": measured == input_len}
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------
+
+
+async def _run_requests(base_url, api, payloads, concurrency, headers, timeouts) -> tuple[list[dict], float]:
+    queue = list(reversed(payloads))
+    results: list[dict] = []
+
+    async def worker():
+        while queue:
+            p = queue.pop()
+            results.append(await stream_request(base_url, api, p, headers, timeouts.total, timeouts.connect,
+                                                timeouts.read))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(payloads))))))
+    return results, time.perf_counter() - t0
+
+
+def summarize_run(results: list[dict], duration: float, output_len: int | None = None,
+                  input_len: int | None = None) -> dict:
+    """Metrics of one run (see module doc). Latencies in ms, rates per second."""
+    ok = [r for r in results if r["ok"]]
+    errors: dict[str, int] = {}
+    for r in results:
+        if not r["ok"]:
+            errors[r["error"]] = errors.get(r["error"], 0) + 1
+    out_tokens = sum(r["output_tokens"] for r in ok)
+    in_tokens = sum(r["prompt_tokens"] or 0 for r in ok)
+    decode = [(r["output_tokens"] - 1) / (r["e2e"] - r["ttft"]) for r in ok
+              if r["ttft"] is not None and r["output_tokens"] > 1 and r["e2e"] > r["ttft"]]
+    tpot = [(r["e2e"] - r["ttft"]) / (r["output_tokens"] - 1) for r in ok
+            if r["ttft"] is not None and r["output_tokens"] > 1]
+    with_usage = [r for r in ok if r["usage_tokens"] is not None]
+    mismatched = [r for r in with_usage if r["usage_tokens"] != r["chunks"]]
+    prompt_tokens = [r["prompt_tokens"] for r in ok if r["prompt_tokens"] is not None]
+    outs = [r["output_tokens"] for r in ok]
+    return {
+        "completed": len(ok),
+        "failed": len(results) - len(ok),
+        "errors": [{"error": k, "count": v} for k, v in sorted(errors.items(), key=lambda kv: -kv[1])][:10],
+        "duration_s": duration,
+        "request_throughput": len(ok) / duration if duration > 0 else None,
+        "output_throughput": out_tokens / duration if duration > 0 else None,
+        "input_throughput": in_tokens / duration if duration > 0 else None,
+        "total_output_tokens": out_tokens,
+        "total_input_tokens": in_tokens,
+        "decode_tok_s_per_stream": summarize(decode),
+        "ttft_ms": summarize([r["ttft"] for r in ok if r["ttft"] is not None], 1000.0),
+        "itl_ms": summarize([x for r in ok for x in r["itl"]], 1000.0),
+        "tpot_ms": summarize(tpot, 1000.0),
+        "e2e_ms": summarize([r["e2e"] for r in ok], 1000.0),
+        "output_tokens": {
+            "expected": output_len, "min": min(outs) if outs else None, "max": max(outs) if outs else None,
+            "requests_not_expected": sum(1 for o in outs if output_len is not None and o != output_len),
+        },
+        "prompt_tokens": {
+            "expected": input_len, "min": min(prompt_tokens) if prompt_tokens else None,
+            "max": max(prompt_tokens) if prompt_tokens else None,
+            "requests_not_expected": sum(1 for p in prompt_tokens if input_len is not None and p != input_len),
+        },
+        "usage_check": {
+            "requests_with_usage": len(with_usage),
+            "requests_without_usage": len(ok) - len(with_usage),
+            "usage_vs_chunks_mismatch": len(mismatched),
+            "examples": [{"usage_tokens": r["usage_tokens"], "chunks": r["chunks"]} for r in mismatched[:5]],
+        },
+    }
+
+
+def _median_of(runs: list[dict]) -> dict:
+    """Median over runs of every metric; counts, token totals and errors summed."""
+    out = dict(runs[0])
+    for key in ("request_throughput", "output_throughput", "input_throughput", "duration_s"):
+        out[key] = median([r[key] for r in runs])
+    for key in ("decode_tok_s_per_stream", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        out[key] = {s: (sum(r[key][s] for r in runs) if s == "n" else median([r[key][s] for r in runs]))
+                    for s in runs[0][key]}
+    for key in ("completed", "failed", "total_output_tokens", "total_input_tokens"):
+        out[key] = sum(r[key] for r in runs)
+    errors: dict[str, int] = {}
+    for r in runs:
+        for e in r["errors"]:
+            errors[e["error"]] = errors.get(e["error"], 0) + e["count"]
+    out["errors"] = [{"error": k, "count": v} for k, v in sorted(errors.items(), key=lambda kv: -kv[1])][:10]
+    for key, sub in (("output_tokens", "requests_not_expected"), ("prompt_tokens", "requests_not_expected")):
+        vals = [r[key] for r in runs]
+        mins = [v["min"] for v in vals if v["min"] is not None]
+        maxs = [v["max"] for v in vals if v["max"] is not None]
+        out[key] = {"expected": vals[0]["expected"], "min": min(mins) if mins else None,
+                    "max": max(maxs) if maxs else None, sub: sum(v[sub] for v in vals)}
+    uc = [r["usage_check"] for r in runs]
+    out["usage_check"] = {
+        "requests_with_usage": sum(u["requests_with_usage"] for u in uc),
+        "requests_without_usage": sum(u["requests_without_usage"] for u in uc),
+        "usage_vs_chunks_mismatch": sum(u["usage_vs_chunks_mismatch"] for u in uc),
+        "examples": [e for u in uc for e in u["examples"]][:5],
+    }
+    return out
+
+
+async def read_spec_accept_length(base_url: str, headers: dict | None = None, timeout_s: float = 10.0) -> dict:
+    """Speculative decoding accept length: /server_info, /get_server_info, then /metrics.
+
+    Returns {"value": float or None, "source": "<url> <field>" or None, "tried": [reasons]}.
+    """
+    tried = []
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            status, body = await http_get(base_url, path, headers, timeout_s)
+        except BenchError as e:
+            tried.append(str(e))
+            continue
+        if status != 200:
+            tried.append(f"GET {base_url}{path}: HTTP {status}")
+            continue
+        try:
+            info = json.loads(body)
+            value = info["internal_states"][0]["avg_spec_accept_length"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            tried.append(f"GET {base_url}{path}: no internal_states[0].avg_spec_accept_length")
+            continue
+        if value is not None:
+            return {"value": float(value), "source": f"{path} internal_states[0].avg_spec_accept_length",
+                    "tried": tried}
+        tried.append(f"GET {base_url}{path}: avg_spec_accept_length is null")
+    try:
+        status, body = await http_get(base_url, "/metrics", headers, timeout_s)
+        if status == 200:
+            value = parse_prometheus_value(body.decode("utf-8", "replace"), "sglang:spec_accept_length")
+            if value is not None:
+                return {"value": value, "source": "/metrics sglang:spec_accept_length", "tried": tried}
+            tried.append(f"GET {base_url}/metrics: no sglang:spec_accept_length")
+        else:
+            tried.append(f"GET {base_url}/metrics: HTTP {status}")
+    except BenchError as e:
+        tried.append(str(e))
+    return {"value": None, "source": None, "tried": tried}
+
+
+def parse_prometheus_value(text: str, name: str) -> float | None:
+    """Value of the first sample of metric `name` (any labels) in Prometheus text format."""
+    for line in text.splitlines():
+        if line.startswith(name) and (len(line) == len(name) or line[len(name)] in " {"):
+            try:
+                return float(line.rsplit("}", 1)[-1].split()[0] if "}" in line else line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+async def _first_model(base_url: str, headers: dict, timeout_s: float) -> str | None:
+    try:
+        status, body = await http_get(base_url, "/v1/models", headers, timeout_s)
+        if status == 200:
+            data = json.loads(body).get("data") or []
+            return data[0]["id"] if data else None
+    except (BenchError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+async def run_benchmark_async(base_url: str, api: str = "completions", model: str | None = None,
+                              input_len: int = 128, output_len: int = 128, concurrency: int = 1,
+                              num_prompts: int = 8, warmup: int = 1, repeats: int = 1, timeout_s: float = 60.0,
+                              headers: dict | None = None, *, api_key: str | None = None,
+                              connect_timeout_s: float | None = None, read_timeout_s: float | None = None,
+                              temperature: float = 0.0, ignore_eos: bool = True, calibrate: bool = True,
+                              seed: int = 0, spec_accept_length: bool = True, extra_body: dict | None = None) -> dict:
+    """Async body of `run_benchmark`."""
+    if api not in API_PATHS:
+        raise BenchError(f"unknown api {api!r}; expected one of {sorted(API_PATHS)}")
+    for name, value in (("input_len", input_len), ("output_len", output_len), ("concurrency", concurrency),
+                        ("num_prompts", num_prompts), ("repeats", repeats)):
+        if value < 1:
+            raise BenchError(f"{name} must be >= 1, got {value}")
+    _Target(base_url)
+    hdrs = _headers_with_key(headers, api_key)
+    timeouts = _Timeouts(timeout_s, connect_timeout_s, read_timeout_s)
+    if api != "generate" and model is None:
+        model = await _first_model(base_url, hdrs, timeouts.connect)
+    if calibrate:
+        prompt_info = await calibrate_prompt(base_url, api, model, input_len, hdrs, timeouts)
+    else:
+        prompt_info = {"words": input_len, "calibrated": False}
+    rng = random.Random(seed)
+
+    def payloads(n):
+        return [build_payload(api, model, make_prompt(prompt_info["words"], rng), output_len, temperature,
+                              ignore_eos, extra_body) for _ in range(n)]
+
+    warm = {"requests": warmup, "failed": 0}
+    if warmup > 0:
+        wres, _ = await _run_requests(base_url, api, payloads(warmup), concurrency, hdrs, timeouts)
+        failed = [r for r in wres if not r["ok"]]
+        warm["failed"] = len(failed)
+        if len(failed) == len(wres):
+            raise BenchError(f"all {warmup} warm-up requests failed; first error: {failed[0]['error']}")
+    runs = []
+    for _ in range(repeats):
+        res, duration = await _run_requests(base_url, api, payloads(num_prompts), concurrency, hdrs, timeouts)
+        runs.append(summarize_run(res, duration, output_len, input_len))
+    result = _median_of(runs)
+    result.update({
+        "base_url": base_url, "api": api, "endpoint": API_PATHS[api], "model": model, "input_len": input_len,
+        "output_len": output_len, "concurrency": concurrency, "num_prompts": num_prompts, "repeats": repeats,
+        "warmup": warm, "prompt": prompt_info, "runs": runs,
+        "client": {"name": "sglang-fleet bench_client", "version": __version__,
+                   "python": sys.version.split()[0]},
+    })
+    if spec_accept_length:
+        spec = await read_spec_accept_length(base_url, hdrs, timeouts.connect)
+        result["spec_accept_length"] = spec["value"]
+        result["spec_accept_length_source"] = spec["source"]
+    return result
+
+
+def run_benchmark(base_url: str, api: str = "completions", model: str | None = None, input_len: int = 128,
+                  output_len: int = 128, concurrency: int = 1, num_prompts: int = 8, warmup: int = 1,
+                  repeats: int = 1, timeout_s: float = 60.0, headers: dict | None = None, **kwargs) -> dict:
+    """Benchmark a server; return a JSON-able dict (medians over `repeats` runs after `warmup` requests).
+
+    kwargs: api_key, connect_timeout_s, read_timeout_s, temperature, ignore_eos, calibrate, seed,
+    spec_accept_length, extra_body. Raises BenchError when nothing can be measured (bad arguments,
+    server unreachable during calibration, every warm-up request failed).
+    """
+    return asyncio.run(run_benchmark_async(base_url, api, model, input_len, output_len, concurrency, num_prompts,
+                                           warmup, repeats, timeout_s, headers, **kwargs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: print the result of run_benchmark as JSON."""
+    import argparse
+    import os
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--api", choices=sorted(API_PATHS), default="completions")
+    p.add_argument("--model")
+    p.add_argument("--input-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--num-prompts", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--no-calibrate", action="store_true")
+    p.add_argument("--api-key-env", help="name of an environment variable holding the API key")
+    a = p.parse_args(argv)
+    key = os.environ.get(a.api_key_env) if a.api_key_env else None
+    try:
+        res = run_benchmark(a.base_url, a.api, a.model, a.input_len, a.output_len, a.concurrency, a.num_prompts,
+                            a.warmup, a.repeats, a.timeout, api_key=key, calibrate=not a.no_calibrate)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(res, indent=1))
+    return 0 if res["failed"] == 0 else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
