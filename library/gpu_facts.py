@@ -21,6 +21,13 @@ options:
     description: Fail when no GPU can be detected, instead of returning C(source=none).
     type: bool
     default: false
+  declared:
+    description:
+      - The inventory's declaration of the host's GPUs (C(gpu_model), C(gpu_count), optionally
+        C(hbm_bandwidth_gbs), C(compute_capability), C(interconnect), C(memory_mib)).
+      - When given and not empty, nvidia-smi is not run and the facts say C(source=declared).
+    type: dict
+    default: {}
 author:
   - sglang-fleet
 """
@@ -32,6 +39,10 @@ EXAMPLES = r"""
 - name: A GPU host must have its GPUs
   gpu_facts:
     required: true
+
+- name: A lab host without GPUs: take the inventory's word, and say so
+  gpu_facts:
+    declared: {gpu_model: NVIDIA RTX A6000, gpu_count: 2}
 
 - name: Show them
   ansible.builtin.debug:
@@ -66,7 +77,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpu_facts import collect_facts
+from ansible.module_utils.gpu_facts import GpuFactsError, collect_facts, declared_facts
 
 
 def main():
@@ -74,9 +85,16 @@ def main():
         argument_spec={
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "required": {"type": "bool", "default": False},
+            "declared": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
+    if module.params["declared"]:
+        try:
+            facts = declared_facts(module.params["declared"])
+        except GpuFactsError as exc:
+            module.fail_json(msg=f"sglang_hardware: {exc}")
+        module.exit_json(changed=False, ansible_facts={"sglang_gpu": facts})
     path = module.get_bin_path(module.params["nvidia_smi"], required=False)
     facts = collect_facts(lambda argv: module.run_command(argv, check_rc=False), path)
     if module.params["required"] and facts["source"] == "none":

@@ -1,0 +1,64 @@
+# sglang-fleet: `make demo` runs the whole job on the built-in lab fleet, `make test` all tests.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+LAB_INVENTORY := inventories/lab/hosts.yml
+PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help demo test lint unit molecule venv lab-deps lab-image lab-up lab-down lab-prepare \
+        deploy audit verify drift lock clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.done: requirements/dev.lock
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.lock
+	touch $@
+
+venv: $(VENV)/.done ## Controller toolchain from the lock file
+
+lock: ## Re-pin requirements/dev.lock from requirements/dev.in
+	$(BIN)/uv pip compile --quiet --python-version 3.11 --generate-hashes requirements/dev.in -o requirements/dev.lock
+
+lab-deps: ## Install podman & co (Debian 12, root)
+	bash lab/install-deps.sh
+
+lab-image: lab-deps ## Build the lab's Debian image (cached)
+	bash lab/build-image.sh
+
+lab-up: venv lab-image ## Start the lab fleet (3 hosts over SSH)
+	$(PY) lab/lab.py up --inventory $(LAB_INVENTORY)
+
+lab-down: ## Remove the lab fleet
+	$(PY) lab/lab.py down --inventory $(LAB_INVENTORY)
+
+lab-prepare: lab-up ## Put the simulator and the declared models on the lab hosts
+	$(PLAYBOOK) lab/prepare.yml
+
+deploy: venv ## ansible-playbook deploy.yml on the lab fleet
+	$(PLAYBOOK) deploy.yml
+
+demo: lab-prepare ## Lab fleet up, deploy, show each host's service and health
+	$(PLAYBOOK) deploy.yml
+	$(PLAYBOOK) lab/show.yml
+
+lint: venv ## yamllint, ansible-lint (production profile), ruff
+	$(BIN)/yamllint --strict .
+	$(BIN)/ansible-lint
+	$(BIN)/ruff check .
+
+unit: venv ## pytest: filters, modules, source reader on real wheels, bench client on llama-server, simulator
+	$(BIN)/pytest
+
+molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
+	$(BIN)/molecule test
+
+test: lint unit molecule ## Everything CI runs
+
+clean: lab-down ## Remove the lab and local caches
+	rm -rf .lab .cache

@@ -1,0 +1,37 @@
+"""Filters that turn a host's SGLang arguments (a mapping) into argv and unit lines.
+
+The logic lives in module_utils/sglang_args.py (shared with modules on the hosts); controller
+plugins cannot import a project's module_utils through `ansible.module_utils`, so it is loaded
+from the file next door.
+"""
+
+import importlib.util
+import pathlib
+
+from ansible.errors import AnsibleFilterError
+
+_PATH = pathlib.Path(__file__).resolve().parent.parent / "module_utils" / "sglang_args.py"
+_SPEC = importlib.util.spec_from_file_location("_sglang_fleet_args", _PATH)
+sglang_args = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(sglang_args)
+
+
+def _wrap(name, func):
+    def filter_(value, *rest):
+        try:
+            return func(value, *rest)
+        except sglang_args.ArgsError as exc:
+            raise AnsibleFilterError(f"{name}: {exc}") from exc
+
+    return filter_
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_argv": _wrap("sglang_argv", sglang_args.to_argv),
+            "sglang_unit_lines": _wrap("sglang_unit_lines", sglang_args.unit_lines),
+            "systemd_quote": _wrap("systemd_quote", sglang_args.systemd_quote),
+            "sglang_args_problems": sglang_args.check_args,
+            "env_file_line": _wrap("env_file_line", sglang_args.env_file_line),
+        }

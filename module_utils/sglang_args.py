@@ -1,0 +1,201 @@
+"""A host's SGLang arguments as data: mapping <-> argv, and systemd quoting.
+
+The inventory holds SGLang's server arguments as a YAML mapping keyed by argparse dest
+(`tp_size: 2`, `speculative_algorithm: NEXTN`). This module turns that mapping into argv the
+same way every time (the unit file, validation and drift all use it), so a rendered unit is
+byte-stable and re-runs change nothing.
+
+Stdlib only: used by filter plugins on the controller and by modules on hosts.
+"""
+
+import json
+import math
+import re
+
+# Flags that carry secrets. They never go into argv or the unit: the service's
+# EnvironmentFile holds them and the launcher passes them to SGLang in-process.
+SECRET_ARGS = {
+    "api_key": "SGLANG_API_KEY",
+    "admin_api_key": "SGLANG_ADMIN_API_KEY",
+}
+
+# Arguments that must appear first in argv, for a readable unit; the rest are sorted.
+LEADING_ARGS = ("model_path",)
+
+_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_SYSTEMD_SAFE_RE = re.compile(r"^[A-Za-z0-9_./:,+=@-]+$")
+
+
+class ArgsError(ValueError):
+    """A value in the host's SGLang arguments cannot be turned into argv."""
+
+
+def flag_name(key):
+    """`tp_size` -> `--tp-size` (argparse dests use underscores, flags use dashes)."""
+    return "--" + key.replace("_", "-")
+
+
+def dest_name(flag):
+    """`--tp-size` -> `tp_size`."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _scalar(key, value):
+    if isinstance(value, bool):  # bool is an int: test it first
+        raise ArgsError(f"sglang_args.{key}: a list may not contain booleans, got {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ArgsError(f"sglang_args.{key}: {value!r} is not a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        if value == "":
+            raise ArgsError(
+                f"sglang_args.{key}: empty string; remove the key (or set it to null) "
+                "to use SGLang's default"
+            )
+        return value
+    raise ArgsError(
+        f"sglang_args.{key}: unsupported value {value!r} of type {type(value).__name__}; "
+        "use a string, number, boolean, list or mapping"
+    )
+
+
+def flag_groups(args):
+    """Mapping -> [(flag, [values...])], model_path first, the rest sorted by flag.
+
+    true -> the bare flag; false or null -> omitted (SGLang's default applies; turn a
+    default-on feature off with its `disable_*` / `no_*` form); list -> one flag followed by
+    its values; mapping -> compact JSON with sorted keys (for JSON-valued flags such as
+    `json_model_override_args`).
+    """
+    if not isinstance(args, dict):
+        raise ArgsError(f"sglang_args must be a mapping of SGLang argument names to values, got {type(args).__name__}")
+    groups = []
+    for key in sorted(args, key=lambda k: (k not in LEADING_ARGS, str(k).replace("-", "_"))):
+        value = args[key]
+        if not isinstance(key, str) or not _KEY_RE.match(key):
+            raise ArgsError(
+                f"sglang_args: {key!r} is not an SGLang argument name; use the argparse dest "
+                "in lower case, e.g. tp_size for --tp-size"
+            )
+        dest = key.replace("-", "_")
+        if dest in SECRET_ARGS:
+            raise ArgsError(
+                f"sglang_args.{key} is a secret and would be visible in the unit file and in "
+                f"the process list; set it in sglang_service_secrets.{SECRET_ARGS[dest]} "
+                "(kept in a root-only EnvironmentFile) instead"
+            )
+        flag = flag_name(dest)
+        if value is None or value is False:
+            continue
+        if value is True:
+            groups.append((flag, []))
+        elif isinstance(value, dict):
+            groups.append((flag, [json.dumps(value, sort_keys=True, separators=(",", ":"))]))
+        elif isinstance(value, (list, tuple)):
+            if not value:
+                raise ArgsError(f"sglang_args.{key}: empty list; remove the key to use SGLang's default")
+            groups.append((flag, [_scalar(key, item) for item in value]))
+        else:
+            groups.append((flag, [_scalar(key, value)]))
+    return groups
+
+
+def to_argv(args):
+    """Mapping -> argv list (no program name), deterministic."""
+    argv = []
+    for flag, values in flag_groups(args):
+        argv.append(flag)
+        argv.extend(values)
+    return argv
+
+
+def systemd_quote(word):
+    """Quote one argv word for a systemd ExecStart= line.
+
+    systemd splits on white space, honours double quotes with C escapes, expands `$VAR`
+    and `%` specifiers: safe words stay bare, others are double-quoted with `\\` and `"`
+    escaped, and `$`, `%` doubled so they reach the process literally.
+    """
+    word = str(word)
+    escaped = word.replace("%", "%%").replace("$", "$$")
+    if _SYSTEMD_SAFE_RE.match(word):
+        return escaped
+    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unit_lines(args):
+    """Mapping -> one systemd-quoted `--flag value...` string per flag, in argv order."""
+    return [" ".join(systemd_quote(w) for w in [flag, *values]) for flag, values in flag_groups(args)]
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def gpus_needed(args):
+    """GPUs one node needs for these arguments: tp x pp (x dp without DP attention) / nnodes."""
+    tp = args.get("tp_size", 1) or 1
+    pp = args.get("pp_size", 1) or 1
+    dp = 1 if args.get("enable_dp_attention") else (args.get("dp_size", 1) or 1)
+    nnodes = args.get("nnodes", 1) or 1
+    return max(1, -(-(tp * pp * dp) // nnodes))
+
+
+def check_args(args, gpu_count=None, gpu_source="declared"):
+    """Problems with a host's SGLang arguments that SGLang itself would only find at start-up.
+
+    Returns a list of messages (empty when fine); each says what is wrong and how to fix it.
+    """
+    if not isinstance(args, dict):
+        return [f"sglang_args must be a mapping, got {type(args).__name__}"]
+    problems = []
+    norm = {str(k).replace("-", "_"): v for k, v in args.items()}
+    model = norm.get("model_path")
+    if not isinstance(model, str) or not model:
+        problems.append("sglang_args.model_path is missing: set it to the model folder on the host "
+                        "(e.g. /models/Qwen3.6-27B) or a Hugging Face repo id")
+    for key in ("tp_size", "pp_size", "dp_size", "nnodes"):
+        if key in norm and norm[key] is not None and (not _is_int(norm[key]) or norm[key] < 1):
+            problems.append(f"sglang_args.{key} is {norm[key]!r}: it must be a whole number >= 1 "
+                            f"(e.g. {key}: 2, without quotes)")
+    port = norm.get("port")
+    if port is not None and (not _is_int(port) or not 1 <= port <= 65535):
+        problems.append(f"sglang_args.port is {port!r}: it must be a whole number from 1 to 65535")
+    mem = norm.get("mem_fraction_static")
+    if mem is not None and (isinstance(mem, bool) or not isinstance(mem, (int, float)) or not 0 < mem < 1):
+        problems.append(f"sglang_args.mem_fraction_static is {mem!r}: it must be a fraction between 0 and 1 "
+                        "(e.g. 0.88)")
+    ctx = norm.get("context_length")
+    if ctx is not None and (not _is_int(ctx) or ctx < 1):
+        problems.append(f"sglang_args.context_length is {ctx!r}: it must be a whole number of tokens")
+    if problems or gpu_count is None:
+        return problems
+    needed = gpus_needed(norm)
+    if needed > gpu_count:
+        problems.append(
+            f"these arguments need {needed} GPU(s) per node (tp_size {norm.get('tp_size', 1)}"
+            + (f" x pp_size {norm['pp_size']}" if norm.get("pp_size", 1) != 1 else "")
+            + (f" x dp_size {norm['dp_size']}" if norm.get("dp_size", 1) != 1 and not norm.get("enable_dp_attention") else "")
+            + f") but the host has {gpu_count} ({gpu_source}); lower tp_size to at most {gpu_count} "
+            "or fix sglang_hardware.gpu_count"
+        )
+    return problems
+
+
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_file_line(name, value):
+    """One `NAME="value"` line of a systemd EnvironmentFile, quoted so the value arrives as is."""
+    if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+        raise ArgsError(f"sglang_service_secrets: {name!r} is not a valid environment variable name")
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        raise ArgsError(f"sglang_service_secrets.{name}: the value contains a line break, which an "
+                        "EnvironmentFile cannot hold")
+    for char in ("\\", '"', "$", "`"):
+        text = text.replace(char, "\\" + char)
+    return f'{name}="{text}"'

@@ -1,0 +1,100 @@
+"""The mapping -> argv filter: what ends up on the SGLang command line and in the unit."""
+
+import importlib.util
+import pathlib
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _load_filters():
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang_args.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FilterModule().filters()
+
+
+FILTERS = _load_filters()
+CT129 = {
+    "tp_size": 2,
+    "model_path": "/models/Qwen3.6-27B",
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "mem_fraction_static": 0.88,
+    "context_length": 131072,
+    "enable_metrics": True,
+    "disable_custom_all_reduce": False,
+    "chunked_prefill_size": None,
+}
+
+
+def test_ct129_argv_is_model_first_then_sorted():
+    assert FILTERS["sglang_argv"](CT129) == [
+        "--model-path", "/models/Qwen3.6-27B",
+        "--context-length", "131072",
+        "--enable-metrics",
+        "--mem-fraction-static", "0.88",
+        "--speculative-algorithm", "NEXTN",
+        "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4",
+        "--speculative-num-steps", "3",
+        "--tp-size", "2",
+    ]
+
+
+def test_argv_is_independent_of_key_order_and_spelling():
+    shuffled = dict(reversed(list(CT129.items())))
+    shuffled["tp-size"] = shuffled.pop("tp_size")
+    assert FILTERS["sglang_argv"](shuffled) == FILTERS["sglang_argv"](CT129)
+
+
+def test_lists_and_json_values():
+    argv = FILTERS["sglang_argv"]({
+        "cuda_graph_bs": [1, 2, 4],
+        "json_model_override_args": {"rope_scaling": {"type": "yarn", "factor": 4.0}, "a": 1},
+    })
+    assert argv == [
+        "--cuda-graph-bs", "1", "2", "4",
+        "--json-model-override-args", '{"a":1,"rope_scaling":{"factor":4.0,"type":"yarn"}}',
+    ]
+
+
+def test_unit_lines_quote_for_systemd():
+    lines = FILTERS["sglang_unit_lines"]({
+        "model_path": "/models/My Model",
+        "json_model_override_args": {"k": "50%$HOME"},
+        "tp_size": 2,
+    })
+    assert lines == [
+        '--model-path "/models/My Model"',
+        '--json-model-override-args "{\\"k\\":\\"50%%$$HOME\\"}"',
+        "--tp-size 2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"api_key": "s3cret"}, "sglang_argv: sglang_args.api_key is a secret and would be visible in the unit "
+         "file and in the process list; set it in sglang_service_secrets.SGLANG_API_KEY (kept in a "
+         "root-only EnvironmentFile) instead"),
+        ({"--tp-size": 2}, "sglang_argv: sglang_args: '--tp-size' is not an SGLang argument name; use the "
+         "argparse dest in lower case, e.g. tp_size for --tp-size"),
+        ({"served_model_name": ""}, "sglang_argv: sglang_args.served_model_name: empty string; remove the key "
+         "(or set it to null) to use SGLang's default"),
+        ({"cuda_graph_bs": []}, "sglang_argv: sglang_args.cuda_graph_bs: empty list; remove the key to use "
+         "SGLang's default"),
+        ({"mem_fraction_static": float("nan")}, "sglang_argv: sglang_args.mem_fraction_static: nan is not a "
+         "finite number"),
+        (["--tp-size", "2"], "sglang_argv: sglang_args must be a mapping of SGLang argument names to values, "
+         "got list"),
+    ],
+)
+def test_bad_values_are_rejected_with_a_fix(args, message):
+    with pytest.raises(AnsibleFilterError) as err:
+        FILTERS["sglang_argv"](args)
+    assert str(err.value) == message
