@@ -13,7 +13,7 @@ import dataclasses
 import pathlib
 import re
 
-_TYPES = {"int": int, "float": float, "str": str}
+_TYPES = {"int": int, "float": float, "str": str, "human_readable_int": int}
 
 
 @dataclasses.dataclass

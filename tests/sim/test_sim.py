@@ -1,0 +1,480 @@
+"""The SGLang simulator (lab/sglang_sim) run as a subprocess, against real sglang release trees.
+
+Each server is laid out like a lab host: `sglang_sim.py` and `sglang_source.py` side by side in a
+temporary /opt/sglang-sim, the extracted wheel's folder on PYTHONPATH (so `find_spec("sglang")`
+finds it, without importing it), the JSON config in $SGLANG_SIM_CONFIG.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.util
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SIM = REPO / "lab" / "sglang_sim" / "sglang_sim.py"
+
+pytestmark = pytest.mark.wheels
+
+_spec = importlib.util.spec_from_file_location("_wheels", REPO / "tests" / "wheels.py")
+_wheels = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_wheels)
+
+A6000X2 = {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2, "compute_capability": "8.6",
+           "hbm_bandwidth_gbs": 768}
+QWEN36 = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+          "text_config": {"hidden_size": 5120, "num_hidden_layers": 64},
+          "vision_config": {"depth": 27}}
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+CT129_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+              "--mem-fraction-static", "0.88", "--context-length", "131072"]
+MTP1_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
+             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2"]
+
+
+def source_reader() -> pathlib.Path:
+    """The teammate's module_utils/sglang_source.py once committed with its API, else the stand-in."""
+    real = REPO / "module_utils" / "sglang_source.py"
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(real)], cwd=REPO,
+                             capture_output=True, check=False).returncode == 0
+    api = ("def load_source(", "def build_parser(", "def normalise_argv(", "def predict(")
+    if tracked and all(a in real.read_text() for a in api):
+        return real
+    return HERE / "standin_sglang_source.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sim:
+    """One simulator process laid out like a lab host."""
+
+    def __init__(self, root: pathlib.Path, version: str, argv: list, config: dict | None = None,
+                 model: dict | None = QWEN36, weight_bytes: int | None = 27_000_000_000):
+        opt = root / "opt" / "sglang-sim"
+        opt.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SIM, opt / "sglang_sim.py")
+        shutil.copy(source_reader(), opt / "sglang_source.py")
+        self.model = root / "models" / "Qwen3.6-27B"
+        if model is not None:
+            self.model.mkdir(parents=True, exist_ok=True)
+            (self.model / "config.json").write_text(json.dumps(model))
+            if weight_bytes:
+                (self.model / "model.safetensors.index.json").write_text(
+                    json.dumps({"metadata": {"total_size": weight_bytes}, "weight_map": {}}))
+        cfg = root / "config.json"
+        cfg.write_text(json.dumps({**A6000X2, **(config or {})}))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        tree = _wheels.sglang_source_tree(version).parent
+        env = {**os.environ, "PYTHONPATH": str(tree), "SGLANG_SIM_CONFIG": str(cfg)}
+        self.argv = ["--model-path", str(self.model), "--port", str(self.port)] + argv
+        self.proc = subprocess.Popen([sys.executable, str(opt / "sglang_sim.py")] + self.argv,
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+
+    def wait_listening(self, timeout=20.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"simulator exited {self.proc.returncode}: "
+                                     f"{self.proc.stderr.read()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("simulator did not listen")
+
+    def wait_healthy(self, timeout=20.0) -> None:
+        self.wait_listening(timeout)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.get("/health_generate")[0] == 200:
+                return
+            time.sleep(0.05)
+        raise AssertionError("simulator never became healthy")
+
+    def request(self, path, body=None, headers=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def get(self, path, headers=None):
+        return self.request(path, headers=headers)
+
+    def json(self, path, body=None, headers=None):
+        code, raw = self.request(path, body, headers)
+        assert code == 200, (code, raw)
+        return json.loads(raw)
+
+    def stream(self, path, body, headers=None):
+        """[(arrival time, parsed SSE data)] of a streaming request, '[DONE]' kept as a string."""
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers=headers or {})
+        events = []
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            assert resp.headers["Content-Type"] == "text/event-stream"
+            for line in resp:
+                line = line.decode().rstrip("\n")
+                if line.startswith("data: "):
+                    data = line[6:]
+                    events.append((time.monotonic(), data if data == "[DONE]" else json.loads(data)))
+        return events
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def sim(tmp_path):
+    started = []
+
+    def start(version, argv, **kw):
+        s = Sim(tmp_path / f"host{len(started)}", version, argv, **kw)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def ct129(tmp_path_factory):
+    """The seeds' ct129 profile on 0.5.11, with metrics and an API key."""
+    s = Sim(tmp_path_factory.mktemp("ct129"), "0.5.11",
+            CT129_ARGV + ["--enable-metrics", "--api-key", "s3cret"])
+    s.wait_healthy()
+    yield s
+    s.stop()
+
+
+AUTH = {"Authorization": "Bearer s3cret"}
+
+
+def decode_rate(events) -> float:
+    times = [t for t, e in events if e != "[DONE]" and e.get("choices")]
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def run_to_exit(s: Sim, timeout=30):
+    try:
+        s.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail("simulator did not exit")
+    return s.proc.returncode, s.proc.stderr.read()
+
+
+# ----------------------------------------------------------------------------- argv
+
+
+@pytest.mark.parametrize(("version", "extra", "error"), [
+    ("0.5.11", ["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ("0.5.20", ["--disable-piecewise-cuda-graph"],
+     "unrecognized arguments: --disable-piecewise-cuda-graph"),
+    ("0.5.20", ["--cuda-graph-max-bs", "8"],
+     ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+      "--cuda-graph-max-bs-prefill")),
+])
+def test_bad_argv_exits_2_with_argparse_error(sim, version, extra, error):
+    s = sim(version, ["--tp", "2"] + extra)
+    rc, err = run_to_exit(s)
+    assert rc == 2
+    assert err.startswith("usage: sglang serve [-h] ")
+    assert err.endswith(f"\nsglang serve: error: {error}\n")
+
+
+def test_removed_flag_still_accepted_on_0_5_11(sim):
+    s = sim("0.5.11", ["--tp", "2", "--disable-piecewise-cuda-graph"], model=LLAMA)
+    s.wait_healthy()
+    assert s.json("/server_info")["disable_piecewise_cuda_graph"] is True
+
+
+def test_missing_model_path_fails_clearly(sim):
+    s = sim("0.5.11", ["--tp", "2"], model=None)
+    rc, err = run_to_exit(s)
+    assert rc == 1
+    assert f"Can't load the configuration of '{s.model}'" in err
+
+
+def test_tp_larger_than_declared_gpus_fails(sim):
+    s = sim("0.5.11", ["--tp", "4"])
+    rc, err = run_to_exit(s)
+    assert rc == 1
+    assert "tp_size=4 needs 4 GPUs, this host declares 2 (NVIDIA RTX A6000)" in err
+
+
+def test_config_yaml_is_merged_cli_wins(sim, tmp_path):
+    yml = tmp_path / "launch.yaml"
+    yml.write_text("tp-size: 2\nspeculative-algorithm: NEXTN\nenable-metrics: true\n"
+                   "context-length: 4096\n")
+    s = sim("0.5.11", ["--config", str(yml), "--context-length", "8192"])
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert (info["tp_size"], info["speculative_algorithm"], info["enable_metrics"],
+            info["context_length"]) == (2, "EAGLE", True, 8192)
+
+
+# ----------------------------------------------------------------------------- resolution
+
+
+def test_ct129_server_info_resolution(ct129):
+    ct129.json("/generate", {"text": "a", "sampling_params": {"max_new_tokens": 16}}, headers=AUTH)
+    for path in ("/server_info", "/get_server_info"):
+        info = ct129.json(path, headers=AUTH)
+        assert info["version"] == "0.5.11"
+        assert info["tp_size"] == 2
+        assert info["disable_piecewise_cuda_graph"] is True      # multimodal rule (0.5.11)
+        assert (info["speculative_algorithm"], info["speculative_num_steps"],
+                info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
+            "EAGLE", 3, 1, 4)
+        assert info["mem_fraction_static"] == 0.88
+        assert info["enable_two_batch_overlap"] is False
+        assert info["api_key"] == "s3cret"       # the real record keeps it; argv loses it
+        assert "s3cret" not in info["launch_command"]
+        assert "--api-key" not in info["launch_command"]
+        assert info["launch_command"].endswith("--context-length 131072 --enable-metrics")
+        assert 2.5 < info["internal_states"][0]["avg_spec_accept_length"] <= 3.2
+
+
+def test_speculative_auto_choice_when_unset(sim):
+    s = sim("0.5.11", ["--tp", "2", "--speculative-algorithm", "NEXTN"], model=LLAMA)
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert (info["speculative_algorithm"], info["speculative_num_steps"],
+            info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
+        "EAGLE", 5, 4, 8)                   # auto_choose_speculative_params: llama
+    assert info["disable_piecewise_cuda_graph"] is False   # not multimodal
+    assert info["mem_fraction_static"] == 0.85
+
+
+def test_model_info_and_models(ct129):
+    for path in ("/model_info", "/get_model_info"):
+        info = ct129.json(path, headers=AUTH)
+        assert info["model_path"] == str(ct129.model)
+        assert info["tokenizer_path"] == str(ct129.model)
+        assert info["is_generation"] is True
+        assert info["architectures"] == ["Qwen3_5ForConditionalGeneration"]
+        assert info["model_type"] == "qwen3_5"
+        assert info["has_image_understanding"] is True
+    models = ct129.json("/v1/models", headers=AUTH)
+    assert [m["id"] for m in models["data"]] == [str(ct129.model)]
+    assert models["data"][0]["max_model_len"] == 131072
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+def test_streamed_completion_exact_tokens_and_usage(ct129):
+    events = ct129.stream("/v1/completions", {"model": "x", "prompt": "one two three four",
+                                              "max_tokens": 7, "stream": True, "ignore_eos": True,
+                                              "stream_options": {"include_usage": True}},
+                          headers=AUTH)
+    assert events[-1][1] == "[DONE]"
+    chunks = [e for _, e in events[:-1]]
+    text = [c["choices"][0]["text"] for c in chunks if c["choices"]]
+    assert text == list("ABCDEFG")
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:7]] == [None] * 6 + ["length"]
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11}
+
+
+def test_streamed_chat_max_completion_tokens(ct129):
+    events = ct129.stream("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "say five words please"}],
+        "max_completion_tokens": 30, "stream": True}, headers=AUTH)
+    chunks = [e for _, e in events[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert len(deltas) == 30
+    assert deltas[0] == {"role": "assistant", "content": "A"}
+    assert "".join(d["content"] for d in deltas) == "ABCDEFGHIJKLMNOPQRSTUVWXYZABCD"
+    assert all("usage" not in c for c in chunks)      # no include_usage
+
+
+def test_non_streaming_usage(ct129):
+    out = ct129.json("/v1/chat/completions", {"messages": [{"role": "user", "content": "a b c"}],
+                                              "max_tokens": 5}, headers=AUTH)
+    assert out["object"] == "chat.completion"
+    assert out["choices"][0]["message"] == {"role": "assistant", "content": "ABCDE"}
+    assert out["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    out = ct129.json("/v1/completions", {"prompt": "x y", "max_tokens": 3}, headers=AUTH)
+    assert out["choices"][0]["text"] == "ABC"
+    assert out["usage"]["completion_tokens"] == 3
+
+
+def test_native_generate(ct129):
+    out = ct129.json("/generate", {"text": "hello there", "sampling_params": {
+        "max_new_tokens": 12, "ignore_eos": True}}, headers=AUTH)
+    assert out["text"] == "ABCDEFGHIJKL"
+    meta = out["meta_info"]
+    assert (meta["prompt_tokens"], meta["completion_tokens"]) == (2, 12)
+    assert meta["spec_verify_ct"] == 4            # ceil(12 / 3.19)
+    assert meta["finish_reason"] == {"type": "length", "length": 12}
+    assert 0.1 < meta["e2e_latency"] < 1.0
+    out = ct129.json("/generate", {"input_ids": [1, 2, 3, 4, 5], "sampling_params": {
+        "max_new_tokens": 2}}, headers=AUTH)
+    assert out["meta_info"]["prompt_tokens"] == 5
+    events = ct129.stream("/generate", {"text": "a", "stream": True,
+                                        "sampling_params": {"max_new_tokens": 3}}, headers=AUTH)
+    assert [e["text"] for _, e in events[:-1]][-1] == "ABC"
+
+
+def test_ct129_single_stream_rate(ct129):
+    events = ct129.stream("/v1/completions", {"prompt": "go", "max_tokens": 150, "stream": True},
+                          headers=AUTH)
+    rate = decode_rate(events)
+    assert 50 <= rate <= 57, rate
+
+
+def test_one_step_mtp_rate(sim):
+    s = sim("0.5.11", MTP1_ARGV)
+    s.wait_healthy()
+    rate = decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": 100,
+                                                    "stream": True}))
+    assert 35 <= rate <= 40, rate
+    info = s.json("/server_info")
+    assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (1, 2)
+
+
+def test_batch_of_8_costs_about_5_percent(ct129):
+    body = {"prompt": "go", "max_tokens": 100, "stream": True}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        rates = list(pool.map(lambda _: decode_rate(ct129.stream("/v1/completions", body,
+                                                                 headers=AUTH)), range(8)))
+    single = 53.8
+    assert all(single / 1.08 < r < single / 1.02 for r in rates), rates
+
+
+# ----------------------------------------------------------------------------- metrics, auth
+
+
+METRIC_NAMES = ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:token_usage",
+                "sglang:spec_accept_length", "sglang:time_to_first_token_seconds_bucket",
+                "sglang:inter_token_latency_seconds_bucket",
+                "sglang:e2e_request_latency_seconds_count", "sglang:prompt_tokens_total",
+                "sglang:generation_tokens_total")
+
+
+def test_metrics_with_enable_metrics(ct129):
+    ct129.json("/generate", {"text": "a b", "sampling_params": {"max_new_tokens": 4}},
+               headers=AUTH)
+    code, raw = ct129.get("/metrics")           # no key needed, like the real server
+    assert code == 200
+    text = raw.decode()
+    samples = {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
+    assert set(METRIC_NAMES) <= samples
+    assert "# TYPE sglang:time_to_first_token_seconds histogram" in text
+    gen = [line for line in text.splitlines() if line.startswith("sglang:generation_tokens_total")]
+    assert float(gen[0].rsplit(" ", 1)[1]) >= 4
+
+
+def test_no_metrics_without_flag(sim):
+    s = sim("0.5.11", ["--tp", "2"])
+    s.wait_healthy()
+    assert s.get("/metrics")[0] == 404
+
+
+def test_api_key_enforced(ct129):
+    assert ct129.get("/v1/models")[0] == 401
+    assert ct129.get("/v1/models", {"Authorization": "Bearer wrong"})[0] == 401
+    code, raw = ct129.request("/v1/completions", {"prompt": "a", "max_tokens": 1})
+    assert (code, json.loads(raw)) == (401, {"error": "Unauthorized"})
+    assert ct129.get("/v1/models", AUTH)[0] == 200
+    assert ct129.get("/health")[0] == 200        # health is always open
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+def test_never_healthy(sim):
+    s = sim("0.5.11", ["--tp", "2"], config={"never_healthy": True})
+    s.wait_listening()
+    time.sleep(1.5)
+    assert s.get("/health_generate")[0] == 503
+    assert s.get("/health")[0] == 503
+    assert s.request("/v1/completions", {"prompt": "a", "max_tokens": 1})[0] == 503
+    assert s.json("/server_info")["tp_size"] == 2
+
+
+def test_slow_start(sim):
+    s = sim("0.5.11", ["--tp", "2"], config={"slow_start_s": 2})
+    s.wait_listening()
+    t0 = time.monotonic()
+    assert s.get("/health_generate")[0] == 503
+    s.wait_healthy()
+    assert time.monotonic() - t0 > 1.5
+
+
+def test_degrade_factor(sim):
+    s = sim("0.5.11", CT129_ARGV, config={"degrade_factor": 0.5})
+    s.wait_healthy()
+    rate = decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": 60,
+                                                    "stream": True}))
+    assert 25 <= rate <= 28.5, rate
+
+
+def test_disable_speculative(sim):
+    s = sim("0.5.11", CT129_ARGV, config={"disable_optimization": "speculative"})
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert info["speculative_algorithm"] is None
+    assert info["speculative_num_steps"] is None
+    assert "avg_spec_accept_length" not in info["internal_states"][0]
+    out = s.json("/generate", {"text": "a", "sampling_params": {"max_new_tokens": 40}})
+    assert "spec_verify_ct" not in out["meta_info"]
+    rate = decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": 40,
+                                                    "stream": True}))
+    assert 21 <= rate <= 24, rate
+
+
+def test_disable_piecewise_cuda_graph(sim):
+    s = sim("0.5.11", ["--tp", "2"], model=LLAMA,
+            config={"disable_optimization": "piecewise_cuda_graph"})
+    s.wait_healthy()
+    assert s.json("/server_info")["disable_piecewise_cuda_graph"] is True
+
+
+def test_disable_optimization_unknown_name_fails(sim):
+    s = sim("0.5.11", ["--tp", "2"], config={"disable_optimization": "warp_drive"})
+    rc, err = run_to_exit(s)
+    assert rc == 1
+    assert "disable_optimization='warp_drive' matches no setting" in err
+
+
+def test_crash_after_requests(sim):
+    s = sim("0.5.11", ["--tp", "2"], config={"crash_after_requests": 2})
+    s.wait_healthy()
+    body = {"prompt": "a", "max_tokens": 2}
+    assert s.json("/v1/completions", body)["usage"]["completion_tokens"] == 2
+    assert s.get("/health_generate")[0] == 200      # health checks do not count
+    assert s.json("/v1/completions", body)["usage"]["completion_tokens"] == 2
+    rc, err = run_to_exit(s, timeout=5)
+    assert rc == 1
+    assert "simulated crash after 2 generation requests" in err
