@@ -21,6 +21,9 @@ import struct
 # We take the 26.9 GB point, 3,987 / 4,800 = 0.831 -> 0.83: it is the size of the models this
 # project serves (~27 GB), and the lower end keeps the bound a bound. GDDR cards (A6000) are
 # assumed to reach the same fraction of their datasheet figure; that is not measured.
+# Re-checked on an H200 on 2026-11-30 (tests/fixtures/gpu/README.md): a plain 8 GB read
+# (torch sum) ran at 4,179 GB/s = 0.87 of datasheet, so 0.83 is reachable; torch 2.11's default
+# GEMV (F.linear, one token, CUDA graph) reached only 0.40-0.70, depending on the shapes.
 EFFICIENCY = 0.83
 
 GB = 1e9  # datasheet bandwidth and weight sizes are decimal GB

@@ -55,6 +55,14 @@ def test_h200x1_facts():
     }
 
 
+def test_h200x1_module_argv_capture():
+    """What the module's own argv printed on a real H200 (2026-11-30, device run; UUID masked)."""
+    facts = build_facts(read("h200x1", "query-gpu-module-argv.csv"), None, read("h200x1", "nvidia-smi.txt"))
+    assert facts == build_facts(read("h200x1", "query-gpu.csv"), None, read("h200x1", "nvidia-smi.txt"))
+    assert (facts["gpu_count"], facts["gpu_model"], facts["compute_capability"], facts["memory_mib"],
+            facts["driver_version"]) == (1, H200, "9.0", 143771, "580.159.04")
+
+
 def test_h200x2_facts_nvlink():
     facts = build_facts(read("h200x2", "query-gpu.csv"), read("h200x2", "topo.txt"), read("h200x2", "nvidia-smi.txt"))
     assert facts == {
