@@ -4,6 +4,7 @@ Modes: "ok" (streams `tokens` completion chunks, usage, [DONE]), "http500", "cut
 `cut_after` chunks), "stall" (reads the request, never answers), "stall_stream" (sends headers and
 `cut_after` chunks, then goes silent), "bad_usage" (usage says one token more than it streamed),
 "generate" (SGLang /generate format), "no_done" (ends the chunked body cleanly without [DONE]).
+GET requests are answered from `routes` ({path: (status, body)}; /v1/models by default).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ def completion_chunk(text: str) -> dict:
 class FakeServer:
     """Run with `with FakeServer("cut") as s: s.url`."""
 
-    def __init__(self, mode: str = "ok", tokens: int = 5, cut_after: int = 3, delay_s: float = 0.0):
+    def __init__(self, mode: str = "ok", tokens: int = 5, cut_after: int = 3, delay_s: float = 0.0,
+                 routes: dict[str, tuple[int, bytes]] | None = None):
         self.mode, self.tokens, self.cut_after, self.delay_s = mode, tokens, cut_after, delay_s
+        self.routes = {"/v1/models": (200, json.dumps({"data": [{"id": "fake"}]}).encode())}
+        self.routes.update(routes or {})
         self.requests: list[bytes] = []
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
@@ -86,8 +90,9 @@ class FakeServer:
             await w.drain()
             return
         if head.startswith(b"GET "):
-            body = json.dumps({"data": [{"id": "fake"}]}).encode()
-            w.write(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            path = head.split(b" ")[1].decode()
+            status, body = self.routes.get(path, (404, b"not found"))
+            w.write(f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
             await w.drain()
             return
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
