@@ -2,6 +2,7 @@
 
 import asyncio
 import hashlib
+import itertools
 import json
 import pathlib
 import sys
@@ -16,7 +17,6 @@ from ansible.module_utils.bench_client import (
 from make_tiny_model import make_tiny_model
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench_client"))
-import itertools
 
 from ansible_run import run_module
 
