@@ -28,7 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
-import bench_client  # noqa: E402
+import bench_client
 
 CHUNK_JSON = {"choices": [{"text": "A", "index": 0, "logprobs": None, "finish_reason": None}],
               "created": 1796023530, "model": "tiny", "system_fingerprint": "b1-0c1e570",
