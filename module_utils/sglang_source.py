@@ -166,7 +166,7 @@ class _Module:
                 self.classes[node.name] = node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
-            elif isinstance(node, ast.If) or isinstance(node, ast.Try):  # e.g. `if TYPE_CHECKING:` / try-imports
+            elif isinstance(node, (ast.If, ast.Try)):  # e.g. `if TYPE_CHECKING:` / try-imports
                 self._index(node.body)
 
     def seg(self, node) -> str:
@@ -266,11 +266,13 @@ class _Tree:
         if isinstance(node, ast.Call):
             fname = node.func.id if isinstance(node.func, ast.Name) else (
                 node.func.attr if isinstance(node.func, ast.Attribute) else None)
-            if fname in ("list", "tuple", "sorted", "set") and len(node.args) == 1 and not node.keywords:
+            if fname in ("list", "tuple", "sorted", "set", "frozenset") and len(node.args) == 1 \
+                    and not node.keywords:
                 val = ev(node.args[0])
                 if isinstance(val, _ClassRef):
                     val = val.members(self)
-                return {"list": list, "tuple": tuple, "sorted": sorted, "set": set}[fname](val)
+                return {"list": list, "tuple": tuple, "sorted": sorted, "set": set,
+                        "frozenset": frozenset}[fname](val)
             if fname in ("list", "tuple", "dict", "set") and not node.args and not node.keywords:
                 return {"list": list, "tuple": tuple, "dict": dict, "set": set}[fname]()
             if isinstance(node.func, ast.Attribute) and fname in ("keys", "values", "lower", "upper"):
@@ -416,8 +418,8 @@ class _Extractor:
                             "on a @dataclass nor add_cli_args_from_dataclass; unknown flag layout")
 
     @staticmethod
-    def _method(cls: ast.ClassDef, name: str):
-        for st in cls.body:
+    def _method(klass: ast.ClassDef, name: str):
+        for st in klass.body:
             if isinstance(st, ast.FunctionDef) and st.name == name:
                 return st
         return None
@@ -900,9 +902,10 @@ def _read_version(pkg: Path) -> str:
         tree = ast.parse(p.read_text(encoding="utf-8", errors="replace"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
-                    and isinstance(node.value.value, str):
-                if any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in node.targets):
-                    return node.value.value
+                    and isinstance(node.value.value, str) \
+                    and any(isinstance(t, ast.Name) and t.id in ("__version__", "version")
+                            for t in node.targets):
+                return node.value.value
     # Installed without _version.py: the dist-info next to the package knows.
     for meta in sorted(pkg.parent.glob("sglang-*.dist-info/METADATA")):
         for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -1075,13 +1078,13 @@ def build_parser(src: SglangSource, prog: str = "sglang serve") -> argparse.Argu
 # The first replacement the installed release accepts (option exists, value valid) is suggested.
 FLAG_HISTORY: dict[str, tuple[str, list[tuple[str, str | None]]]] = {
     "--enable-piecewise-cuda-graph": (
-        "opt-in piecewise CUDA graph (<= 0.5.9); piecewise became the default, then the prefill "
-        "CUDA graph backend became --cuda-graph-backend-prefill (0.5.14)",
+        ("opt-in piecewise CUDA graph (<= 0.5.9); piecewise became the default, then the prefill "
+        "CUDA graph backend became --cuda-graph-backend-prefill (0.5.14)"),
         [("--cuda-graph-backend-prefill", "tc_piecewise"), ("--cuda-graph-backend-prefill", "breakable"),
          ("--enforce-piecewise-cuda-graph", None)]),
     "--enforce-piecewise-cuda-graph": (
-        "0.5.10-0.5.13 flag, a deprecated alias of --cuda-graph-backend-prefill=tc_piecewise in "
-        "0.5.14-0.5.19, removed in 0.5.20; an explicit prefill backend skips the auto-disable rules",
+        ("0.5.10-0.5.13 flag, a deprecated alias of --cuda-graph-backend-prefill=tc_piecewise in "
+        "0.5.14-0.5.19, removed in 0.5.20; an explicit prefill backend skips the auto-disable rules"),
         [("--cuda-graph-backend-prefill", "tc_piecewise"), ("--cuda-graph-backend-prefill", "breakable"),
          ("--enable-piecewise-cuda-graph", None)]),
     "--disable-piecewise-cuda-graph": (
@@ -1094,8 +1097,8 @@ FLAG_HISTORY: dict[str, tuple[str, list[tuple[str, str | None]]]] = {
     "--piecewise-cuda-graph-max-tokens": ("removed in 0.5.20", [("--cuda-graph-max-bs-prefill", None)]),
     "--piecewise-cuda-graph-compiler": ("removed in 0.5.20", [("--cuda-graph-tc-compiler", None)]),
     "--cuda-graph-max-bs": (
-        "split into --cuda-graph-max-bs-decode / --cuda-graph-max-bs-prefill (0.5.14); deprecated "
-        "alias until 0.5.19; from 0.5.20 an ambiguous prefix",
+        ("split into --cuda-graph-max-bs-decode / --cuda-graph-max-bs-prefill (0.5.14); deprecated "
+        "alias until 0.5.19; from 0.5.20 an ambiguous prefix"),
         [("--cuda-graph-max-bs-decode", None), ("--cuda-graph-max-bs-prefill", None)]),
     "--cuda-graph-bs": (
         "split into --cuda-graph-bs-decode / --cuda-graph-bs-prefill (0.5.14); removed in 0.5.20",
@@ -1232,7 +1235,6 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
             continue
         if hit[0] == "ambiguous":
             cands = hit[1]
-            hist, _note = _replacement(src, name) if name in FLAG_HISTORY else (None, "")
             msg = (f"{name} is ambiguous in sglang {v}: argparse fails with 'ambiguous option: {name} "
                    f"could match {_fmt_cands(cands)}'. Spell the flag in full: one of "
                    f"{_fmt_cands(cands)}.")
@@ -1246,7 +1248,7 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
         nargs = action.nargs
         if eq:
             if nargs == 0:
-                out.append(Problem(opt, "bad_type", f"{opt} takes no value in sglang {v}: argparse fails "
+                out.append(Problem(name, "bad_type", f"{opt} takes no value in sglang {v}: argparse fails "
                                    f"with 'argument {_astr(action)}: ignored explicit argument "
                                    f"'{inline}''. Write {opt} alone.", []))
                 continue
@@ -1262,7 +1264,7 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
             if len(values) < lo:
                 need = "expected one argument" if nargs is None else (
                     "expected at least one argument" if nargs == "+" else f"expected {nargs} arguments")
-                out.append(Problem(opt, "missing_value", f"{opt} needs a value in sglang {v}: argparse "
+                out.append(Problem(name, "missing_value", f"{opt} needs a value in sglang {v}: argparse "
                                    f"fails with 'argument {_astr(action)}: {need}'. Give it a value"
                                    + (f" (one of {_fmt_cands(map(str, flag.choices))})"
                                       if isinstance(flag.choices, list) else "") + ".",
@@ -1270,13 +1272,13 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
                 continue
         if flag.removed_message:
             repl, _ = _replacement(src, name if name in FLAG_HISTORY else opt)
-            out.append(Problem(opt, "removed", f"{opt} is removed in sglang {v}: it fails with "
+            out.append(Problem(name, "removed", f"{opt} is removed in sglang {v}: it fails with "
                                f"'{flag.removed_message}'" + (f" Use {repl} instead." if repl else ""),
                                [repl] if repl else []))
             continue
         if flag.deprecated_alias_of or flag.action in _DEPRECATED_ACTIONS:
             new = flag.deprecated_alias_of
-            out.append(Problem(opt, "renamed", f"{opt} is a deprecated alias in sglang {v} (still "
+            out.append(Problem(name, "renamed", f"{opt} is a deprecated alias in sglang {v} (still "
                                f"accepted, with a warning)" + (f"; use {new} instead." if new else
                                                                "; it has no effect, remove it."),
                                [new] if new else [], severity="warning"))
@@ -1296,7 +1298,7 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
                     tname = flag.type or "value"
                     msg = (f"{opt}: value not accepted by sglang {v}: argparse fails with '{e}'. "
                            f"Give a valid {tname}.")
-                out.append(Problem(opt, kind, msg, sugg))
+                out.append(Problem(name, kind, msg, sugg))
     # required options (e.g. --model-path)
     given = set()
     for tok in argv:
@@ -1326,7 +1328,7 @@ def _unknown_problem(src: SglangSource, name: str) -> Problem:
                                                                   f"{v}."))
         return Problem(name, kind, msg, [repl] if repl else [])
     longs = [o for o in src.by_option if o.startswith("--")]
-    close = difflib.get_close_matches(name, longs, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, longs, n=3, cutoff=0.75)
     msg = f"{name} is not a flag of sglang {v}: it fails with 'unrecognized arguments: {name}'."
     msg += f" Did you mean {', '.join(close)}?" if close else " Remove it."
     return Problem(name, "unknown", msg, close)
@@ -1359,5 +1361,381 @@ class _Sentinel:
 _SENTINEL = _Sentinel()
 
 
-def _extract_rules(src, tree):
-    return {}
+
+# --------------------------------------------------------------------------------------
+# Auto-adjust rules (read from the installed source, with file + line)
+# --------------------------------------------------------------------------------------
+
+def _rule_files(tree: _Tree) -> list[_Module]:
+    mods = [tree.module(_SA)]
+    ag = tree.pkg / "srt" / "arg_groups"
+    if ag.is_dir():
+        mods += [tree.module(f"sglang/srt/arg_groups/{p.name}") for p in sorted(ag.glob("*.py"))]
+    return [m for m in mods if m is not None]
+
+
+def _enclosing_functions(mod: _Module):
+    """(node, enclosing function name) for every node of the module."""
+    stack = [(mod.ast, "")]
+    while stack:
+        node, fn = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+            yield child, name
+            stack.append((child, name))
+
+
+def _assigns_attr(body, needle: str, value=None) -> bool:
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Attribute) and needle in t.attr and (
+                            value is None or (isinstance(n.value, ast.Constant) and n.value.value == value)):
+                        return True
+    return False
+
+
+def _str_list(tree: _Tree, mod: _Module, node) -> list[str] | None:
+    for n in ast.walk(node):
+        if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and n.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) and "For" in e.value
+                for e in n.elts):
+            return [e.value for e in n.elts]
+        if isinstance(n, ast.Name) and "ARCH" in n.id.upper():
+            try:
+                val = tree.eval(n, mod)
+                return sorted(val) if isinstance(val, (set, frozenset)) else list(val)
+            except _Unresolved:
+                continue
+    return None
+
+
+def _extract_rules(src: SglangSource, tree: _Tree) -> dict[str, Rule]:
+    rules: dict[str, Rule] = {}
+
+    def add(key, mod, node, **data):
+        if key in rules:
+            return
+        line = node.lineno
+        text = mod.lines[line - 1].strip()
+        rules[key] = Rule(key, mod.rel, line, text, data)
+
+    mc = tree.module("sglang/srt/configs/model_config.py")
+    if mc is not None:
+        for key in ("multimodal_model_archs", "multimodal_piecewise_cuda_graph_supported_model_archs",
+                    "multimodal_breakable_cuda_graph_supported_model_archs"):
+            node = mc.assigns.get(key)
+            if node is None:
+                continue
+            try:
+                archs = list(tree.eval(node, mc))
+            except _Unresolved:
+                continue
+            line = next((st.lineno for st in mc.ast.body if isinstance(st, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == key for t in st.targets)), node.lineno)
+            rules[key] = Rule(key, mc.rel, line, f"{key} = [...]", {"archs": archs})
+
+    for mod in _rule_files(tree):
+        for node, fn in _enclosing_functions(mod):
+            if isinstance(node, ast.If):
+                test = ast.unparse(node.test)
+                if "is_multimodal" in test and "piecewise" not in test and \
+                        _assigns_attr(node.body, "piecewise_cuda_graph"):
+                    add("multimodal_disables_piecewise", mod, node, function=fn)
+                if test.strip() in ("self.enforce_piecewise_cuda_graph",) and \
+                        _assigns_attr(node.body, "disable_piecewise_cuda_graph", False):
+                    add("enforce_piecewise_skips_cascade", mod, node, function=fn)
+                if "allreduce_fusion" in test and ("sm90" in test or "sm100" in test):
+                    add("flashinfer_allreduce_fusion_auto_enable", mod, node, function=fn,
+                        archs=_str_list(tree, mod, node.test) or [],
+                        needs_sm90_or_sm100=True, needs_tp_gt_1="tp_size > 1" in test,
+                        needs_no_dp_attention="not " in test and "enable_dp_attention" in test,
+                        single_node=("nnodes == 1" in test),
+                        single_node_only_sm90="nnodes == 1 or" in test and "sm100" in test,
+                        excludes_h20="is_h20" in test, needs_no_a2a="moe_a2a_backend" in test,
+                        condition=test)
+                if re.search(r"speculative_algorithm\s*==\s*['\"]NEXTN['\"]", test):
+                    add("nextn_to_eagle", mod, node, function=fn)
+            elif isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant) \
+                    and node.elts[0].value == "multimodal model":
+                kind = "breakable" if "breakable" in fn else ("piecewise" if "piecewise" in fn else fn)
+                add(f"multimodal_disables_prefill_graph_{kind}", mod, node, function=fn,
+                    condition=ast.unparse(node.elts[1]))
+            elif isinstance(node, ast.FunctionDef) and node.name == "auto_choose_speculative_params":
+                rets = [r for r in ast.walk(node) if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
+                        and len(r.value.elts) == 3 and all(isinstance(e, ast.Constant) for e in r.value.elts)]
+                if rets:
+                    last = rets[-1]
+                    add("speculative_auto_params", mod, last, function=node.name,
+                        default=tuple(e.value for e in last.value.elts))
+    return rules
+
+
+# --------------------------------------------------------------------------------------
+# Prediction
+# --------------------------------------------------------------------------------------
+
+def _sm(hardware: dict) -> int | None:
+    cc = str(hardware.get("compute_capability") or "").strip()
+    m = re.match(r"(\d+)\.(\d+)", cc)
+    return int(m.group(1)) * 10 + int(m.group(2)) if m else None
+
+
+def _arg(src: SglangSource, args: dict, field: str, default=None):
+    """A value from args (dest or field names), else the static default of that field."""
+    if field in args:
+        return args[field]
+    for f in src.flags:
+        if (f.field == field or f.dest == field) and f.dest in args:
+            return args[f.dest]
+    for f in src.flags:
+        if (f.field == field or f.dest == field) and not isinstance(f.default, Runtime) \
+                and not f.deprecated_alias_of and f.default != "==SUPPRESS==":
+            return f.default if f.default is not None else default
+    return default
+
+
+def _opt(src: SglangSource, *candidates: str) -> str | None:
+    return next((c for c in candidates if src.has(c.split(" ")[0].split("=")[0])), None)
+
+
+def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -> list[Finding]:
+    """What the installed release will do with each optimisation for these args, GPUs and model.
+
+    ``args``: normalised ``{dest or field: value}`` (see normalise_argv); ``hardware``:
+    ``{"gpu_model", "gpu_count", "compute_capability", "source"}``; ``model_config``: the model's
+    parsed HF config.json. Each Finding names the rule (file, line) of THIS release.
+    """
+    v = src.version
+    R = src.rules
+    archs = list(model_config.get("architectures") or [])
+    arch = archs[0] if archs else ""
+    sm = _sm(hardware)
+    gpu = hardware.get("gpu_model") or "this GPU"
+    tp = int(_arg(src, args, "tp_size", 1) or 1)
+    nnodes = int(_arg(src, args, "nnodes", 1) or 1)
+    dp_attn = bool(_arg(src, args, "enable_dp_attention", False))
+    out: list[Finding] = []
+
+    def rf(key):
+        r = R.get(key)
+        return (r.file, r.line) if r else (None, None)
+
+    # ---- multimodal classification (configs/model_config.py)
+    mm_archs = R.get("multimodal_model_archs")
+    is_mm = bool(mm_archs and any(a in mm_archs.data["archs"] for a in archs))
+    lm_only = bool(_arg(src, args, "language_model_only", False)) and src.has("--language-model-only")
+    breakable_ok = R.get("multimodal_breakable_cuda_graph_supported_model_archs")
+    arch_breakable = bool(breakable_ok and any(a in breakable_ok.data["archs"] for a in archs))
+
+    # ---- prefill / piecewise CUDA graph
+    out.append(_prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf))
+
+    # ---- decode CUDA graph
+    disabled = bool(_arg(src, args, "disable_cuda_graph", False)) or \
+        _arg(src, args, "cuda_graph_backend_decode") == "disabled"
+    out.append(Finding("decode CUDA graph", "off by default" if disabled else "on",
+                       value=not disabled,
+                       reason=("disabled by --disable-cuda-graph / --cuda-graph-backend-decode disabled"
+                               if disabled else "captured for decode batch sizes by default"),
+                       override=_opt(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
+                       how_to_enable=None if not disabled else "remove --disable-cuda-graph"))
+
+    # ---- custom all-reduce
+    car_off = bool(_arg(src, args, "disable_custom_all_reduce", False))
+    if tp <= 1:
+        out.append(Finding("custom all-reduce", "off by default", value=False,
+                           reason="tp_size is 1: no tensor-parallel all-reduce",
+                           override="--disable-custom-all-reduce"))
+    else:
+        out.append(Finding("custom all-reduce", "off by default" if car_off else "on", value=not car_off,
+                           reason=("disabled by --disable-custom-all-reduce" if car_off else
+                                   f"default for tp_size={tp} (disable_custom_all_reduce=False); SGLang "
+                                   "falls back to NCCL at run time if P2P between the GPUs is unavailable"),
+                           override="--disable-custom-all-reduce",
+                           how_to_enable="remove --disable-custom-all-reduce" if car_off else None))
+
+    # ---- FlashInfer all-reduce fusion
+    out.append(_fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf))
+
+    # ---- single-batch / two-batch overlap
+    for name, field, flag in (("single-batch overlap", "enable_single_batch_overlap",
+                               "--enable-single-batch-overlap"),
+                              ("two-batch overlap", "enable_two_batch_overlap", "--enable-two-batch-overlap")):
+        if not src.has(flag):
+            out.append(Finding(name, "off by default", value=False,
+                               reason=f"sglang {v} has no {flag}"))
+            continue
+        on = bool(_arg(src, args, field, False))
+        f = src.by_option[flag]
+        out.append(Finding(name, "on" if on else "off by default", value=on,
+                           reason=(f"{flag} given" if on else f"{field} defaults to False in sglang {v}"),
+                           rule_file=f.file, rule_line=f.line, override=flag,
+                           how_to_enable=None if on else f"add {flag} (mainly helps MoE / expert-parallel "
+                                                         "models; needs a supported --moe-a2a-backend)"))
+
+    # ---- speculative decoding
+    out.append(_speculative(src, args, rf))
+
+    # ---- memory fraction / context length
+    mfs = _arg(src, args, "mem_fraction_static")
+    out.append(Finding("mem_fraction_static", "on", value=mfs if mfs is not None else "auto",
+                       reason=("set explicitly" if mfs is not None else
+                               "None by default: chosen at startup from GPU memory, tp_size and "
+                               "CUDA graph settings"),
+                       override="--mem-fraction-static"))
+    ctx = _arg(src, args, "context_length")
+    model_ctx = model_config.get("max_position_embeddings") or (
+        model_config.get("text_config") or {}).get("max_position_embeddings")
+    out.append(Finding("context_length", "on", value=ctx if ctx is not None else (model_ctx or "auto"),
+                       reason=("set explicitly" if ctx is not None else
+                               "None by default: the model's max_position_embeddings from config.json"),
+                       override="--context-length"))
+    return out
+
+
+def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Finding:
+    v = src.version
+    R = src.rules
+    name = "prefill/piecewise CUDA graph"
+    if src.era == "A":
+        if src.has("--enforce-piecewise-cuda-graph"):   # 0.5.10 - 0.5.13: on by default, cascade
+            enforce = bool(_arg(src, args, "enforce_piecewise_cuda_graph", False))
+            disabled = bool(_arg(src, args, "disable_piecewise_cuda_graph", False))
+            file, line = rf("multimodal_disables_piecewise")
+            if disabled:
+                return Finding(name, "off by default", False, "disabled by --disable-piecewise-cuda-graph",
+                               override="--enforce-piecewise-cuda-graph",
+                               how_to_enable="remove --disable-piecewise-cuda-graph")
+            if enforce:
+                ef, el = rf("enforce_piecewise_skips_cascade")
+                return Finding(name, "on", True, "--enforce-piecewise-cuda-graph skips the auto-disable rules",
+                               ef, el, "--enforce-piecewise-cuda-graph")
+            if is_mm:
+                return Finding(name, "auto-disabled", False,
+                               f"{arch} is multimodal (configs/model_config.py multimodal_model_archs); "
+                               f"sglang {v} disables piecewise CUDA graph for multimodal models",
+                               file, line, "--enforce-piecewise-cuda-graph",
+                               "add --enforce-piecewise-cuda-graph (skips the auto-disable rules; the "
+                               "language model prefill is captured, the vision encoder stays eager)")
+            return Finding(name, "on", True, f"on by default in sglang {v}; no auto-disable rule matched "
+                           "the checked conditions (multimodal)", file, line, "--disable-piecewise-cuda-graph")
+        if src.has("--enable-piecewise-cuda-graph"):    # <= 0.5.9: opt-in
+            on = bool(_arg(src, args, "enable_piecewise_cuda_graph", False))
+            file, line = rf("multimodal_disables_piecewise")
+            if on and is_mm:
+                return Finding(name, "auto-disabled", False,
+                               f"{arch} is multimodal; sglang {v} turns piecewise CUDA graph off for it",
+                               file, line, "--enable-piecewise-cuda-graph", None)
+            f = src.by_option["--enable-piecewise-cuda-graph"]
+            return Finding(name, "on" if on else "off by default", on,
+                           "--enable-piecewise-cuda-graph given" if on else f"opt-in in sglang {v}",
+                           f.file, f.line, "--enable-piecewise-cuda-graph",
+                           None if on else "add --enable-piecewise-cuda-graph")
+        return Finding(name, "off by default", False, f"sglang {v} has no piecewise CUDA graph flags")
+    # eras B / C: per-phase backend
+    opt = "--cuda-graph-backend-prefill"
+    explicit = _arg(src, args, "cuda_graph_backend_prefill") if "cuda_graph_backend_prefill" in args else None
+    default_backend = "breakable" if R.get("multimodal_breakable_cuda_graph_supported_model_archs") \
+        else "tc_piecewise"
+    if explicit is not None:
+        st = "off by default" if explicit == "disabled" else "on"
+        return Finding(name, st, explicit, f"{opt} {explicit} given: an explicit prefill backend skips "
+                       "the auto-disable rules", override=opt,
+                       how_to_enable=f"{opt} {default_backend}" if explicit == "disabled" else None)
+    if is_mm and not lm_only:
+        key = "multimodal_disables_prefill_graph_breakable" if default_backend == "breakable" else \
+            "multimodal_disables_prefill_graph_piecewise"
+        file, line = rf(key)
+        if default_backend == "breakable" and arch_breakable:
+            bf, bl = rf("multimodal_breakable_cuda_graph_supported_model_archs")
+            return Finding(name, "on", "breakable",
+                           f"{arch} is multimodal but on the breakable allow-list "
+                           "(multimodal_breakable_cuda_graph_supported_model_archs); default prefill "
+                           "backend is breakable", bf, bl, opt)
+        hint = f"add {opt} {default_backend}"
+        if src.has("--language-model-only"):
+            hint += " or --language-model-only (text-only serving)"
+        return Finding(name, "auto-disabled", "disabled",
+                       f"{arch} is multimodal; sglang {v} disables the prefill CUDA graph "
+                       "('multimodal model' rule)", file, line, opt, hint)
+    return Finding(name, "on", default_backend, f"default prefill backend {default_backend} in sglang {v}; "
+                   "no auto-disable rule matched the checked conditions", override=opt)
+
+
+def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Finding:
+    v = src.version
+    name = "FlashInfer all-reduce fusion"
+    rule = src.rules.get("flashinfer_allreduce_fusion_auto_enable")
+    override = _opt(src, "--flashinfer-allreduce-fusion-backend", "--enable-flashinfer-allreduce-fusion")
+    file, line = rf("flashinfer_allreduce_fusion_auto_enable")
+    if rule is None:
+        explicit = bool(_arg(src, args, "enable_flashinfer_allreduce_fusion", False))
+        return Finding(name, "on" if explicit else "off by default", explicit,
+                       f"sglang {v} has no auto-enable rule" if not explicit else "enabled explicitly",
+                       override=override, how_to_enable=None if explicit else
+                       (f"add {override} (needs SM90/SM100)" if override else None))
+    if sm is not None and sm not in (90, 100, 103) and sm // 10 not in (9, 10):
+        return Finding(name, "unavailable on this hardware", False,
+                       f"{gpu} is SM{sm}; sglang {v} auto-enables FlashInfer all-reduce fusion only on "
+                       "SM90 (Hopper) or SM100 (Blackwell), and its kernels need SM90+",
+                       file, line, override, None)
+    d = rule.data
+    reasons = []
+    if d.get("archs") and arch not in d["archs"]:
+        reasons.append(f"{arch or 'the model'} is not in the {len(d['archs'])}-architecture list")
+    if tp <= 1 and d.get("needs_tp_gt_1"):
+        reasons.append("tp_size is 1")
+    if dp_attn:
+        reasons.append("DP attention is on")
+    if nnodes > 1 and (d.get("single_node") and not (d.get("single_node_only_sm90") and sm // 10 == 10)):
+        reasons.append("more than one node")
+    if d.get("excludes_h20") and "H20" in str(gpu) and "H200" not in str(gpu):
+        reasons.append("H20 is excluded in this release")
+    if sm is None:
+        reasons.append("compute capability unknown")
+    explicit_off = bool(_arg(src, args, "enforce_disable_flashinfer_allreduce_fusion", False))
+    if explicit_off:
+        return Finding(name, "off by default", False, "--enforce-disable-flashinfer-allreduce-fusion given",
+                       file, line, override, "remove --enforce-disable-flashinfer-allreduce-fusion")
+    if reasons:
+        return Finding(name, "off by default", False, "not auto-enabled: " + "; ".join(reasons),
+                       file, line, override, f"add {override}" if override else None)
+    return Finding(name, "on", True, f"auto-enabled on SM{sm} for {arch} with tp_size={tp}", file, line,
+                   override)
+
+
+def _speculative(src, args, rf) -> Finding:
+    v = src.version
+    name = "speculative decoding"
+    algo = _arg(src, args, "speculative_algorithm")
+    if not algo:
+        return Finding(name, "off by default", None, "no --speculative-algorithm",
+                       override="--speculative-algorithm",
+                       how_to_enable="--speculative-algorithm EAGLE (NEXTN for MTP heads) with "
+                                     "--speculative-num-steps/--speculative-eagle-topk/"
+                                     "--speculative-num-draft-tokens")
+    algo = str(algo).upper()
+    file, line = rf("nextn_to_eagle")
+    converted = algo == "NEXTN"
+    eff = "EAGLE" if converted else algo
+    default = (src.rules.get("speculative_auto_params").data["default"]
+               if src.rules.get("speculative_auto_params") else (3, 1, 4))
+    steps = _arg(src, args, "speculative_num_steps")
+    topk = _arg(src, args, "speculative_eagle_topk")
+    draft = _arg(src, args, "speculative_num_draft_tokens")
+    auto = steps is None or topk is None or draft is None
+    if auto and eff in ("EAGLE", "EAGLE3"):
+        steps = default[0] if steps is None else steps
+        topk = default[1] if topk is None else topk
+        draft = default[2] if draft is None else draft
+    value = {"algorithm": eff, "num_steps": steps, "eagle_topk": topk, "num_draft_tokens": draft}
+    reason = f"{algo}" + (f" is converted to EAGLE by sglang {v}" if converted else " as given")
+    if auto:
+        af, al = rf("speculative_auto_params")
+        reason += f"; unset steps/topk/draft tokens are auto-chosen (default {default})"
+        if not converted:
+            file, line = af, al
+    reason += f": EAGLE {steps}/{topk}/{draft}" if eff in ("EAGLE", "EAGLE3") else ""
+    return Finding(name, "on", value, reason, file, line, "--speculative-algorithm")

@@ -1,11 +1,12 @@
 """Build the REAL SGLang server parser from an extracted wheel and dump its actions as JSON.
 
 Run in a throwaway interpreter (never in the test process):
-    python -S -s real_parser_dump.py <dir holding sglang/> [dir holding msgspec]  ->  JSON list of actions on stdout
+    python -S -s real_parser_dump.py SGLANG_PARENT [MSGSPEC_PARENT]  ->  JSON actions on stdout
 Heavy dependencies (torch, triton, transformers, ...) are replaced by stub modules through a
 meta-path finder, so only the argparse part of ``sglang.srt.server_args`` really runs.
 """
 import argparse
+import importlib
 import importlib.abc
 import importlib.machinery
 import json
@@ -156,7 +157,9 @@ class _StubFinder(importlib.abc.MetaPathFinder):
 def main():
     sys.path[:0] = sys.argv[1:]
     sys.meta_path.insert(0, _StubFinder(sys.argv[1]))
-    from sglang.srt import server_args
+    # import_module, not `from sglang.srt import server_args`: the stub package would answer the
+    # attribute lookup itself and the real module would never load.
+    server_args = importlib.import_module("sglang.srt.server_args")
 
     assert not isinstance(server_args.ServerArgs, _Any), "server_args was stubbed"
 

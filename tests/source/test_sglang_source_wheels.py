@@ -1,0 +1,212 @@
+"""sglang_source against real SGLang wheels from PyPI (the facts in shared/notes/sglang-facts.md)."""
+import pytest
+from ansible.module_utils.sglang_source import (
+    build_parser,
+    load_source,
+    normalise_argv,
+    predict,
+    validate_argv,
+)
+from wheels import sglang_source_tree
+
+pytestmark = pytest.mark.wheels
+
+ERAS = {"0.4.10.post2": "A", "0.5.6": "A", "0.5.9": "A", "0.5.11": "A", "0.5.13.post1": "A",
+        "0.5.16": "B", "0.5.18": "B", "0.5.19": "B", "0.5.20": "C", "0.5.23": "C"}
+A6000x2 = {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2, "compute_capability": "8.6",
+           "source": "declared"}
+H100x2 = {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "compute_capability": "9.0",
+          "source": "declared"}
+QWEN36 = {"architectures": ["Qwen3_5ForConditionalGeneration"], "max_position_embeddings": 262144}
+CT129_ARGV = ["--model-path", "/models/Qwen3.6-27B", "--tp", "2", "--speculative-algorithm", "NEXTN",
+              "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+              "--speculative-num-draft-tokens", "4", "--mem-fraction-static", "0.88",
+              "--context-length", "131072"]
+
+
+@pytest.fixture(scope="module")
+def src():
+    cache = {}
+
+    def get(version):
+        if version not in cache:
+            cache[version] = load_source(sglang_source_tree(version))
+        return cache[version]
+    return get
+
+
+@pytest.mark.parametrize("version", sorted(ERAS))
+def test_version_and_era(src, version):
+    s = src(version)
+    assert s.version == version
+    assert s.era == ERAS[version]
+
+
+# Counted against the real argparse parser (tests/source/test_real_parser.py); without -h/--help.
+@pytest.mark.parametrize(("version", "count"), [
+    ("0.5.11", 387), ("0.5.13.post1", 419), ("0.5.18", 506), ("0.5.20", 513), ("0.5.23", 559)])
+def test_option_counts(src, version, count):
+    opts = [o for f in src(version).flags for o in f.option_strings]
+    assert len(opts) == len(set(opts)) == count
+
+
+def test_enforce_piecewise_real_flag_on_0_5_11(src):
+    s = src("0.5.11")
+    f = s.by_option["--enforce-piecewise-cuda-graph"]
+    assert (f.dest, f.action, f.default, f.deprecated_alias_of) == (
+        "enforce_piecewise_cuda_graph", "store_true", False, None)
+    assert validate_argv(s, ["--model-path", "m", "--enforce-piecewise-cuda-graph"]) == []
+
+
+def test_enforce_piecewise_deprecated_alias_on_0_5_18(src):
+    s = src("0.5.18")
+    f = s.by_option["--enforce-piecewise-cuda-graph"]
+    assert f.action == "DeprecatedStoreConstAction"
+    assert f.dest == "cuda_graph_backend_prefill"
+    assert f.const == "tc_piecewise"
+    assert f.deprecated_alias_of == "--cuda-graph-backend-prefill=tc_piecewise"
+    [p] = validate_argv(s, ["--model-path", "m", "--enforce-piecewise-cuda-graph"])
+    assert (p.kind, p.severity, p.suggestion) == (
+        "renamed", "warning", ["--cuda-graph-backend-prefill=tc_piecewise"])
+    assert normalise_argv(s, ["--enforce-piecewise-cuda-graph"]) == {
+        "cuda_graph_backend_prefill": "tc_piecewise"}
+
+
+def test_enforce_piecewise_rejected_on_0_5_20(src):
+    s = src("0.5.20")
+    assert not s.has("--enforce-piecewise-cuda-graph")
+    [p] = validate_argv(s, ["--model-path", "m", "--enforce-piecewise-cuda-graph"])
+    assert p.kind == "removed"
+    assert p.suggestion == ["--cuda-graph-backend-prefill tc_piecewise"]
+    assert p.message.startswith("--enforce-piecewise-cuda-graph is not a flag of sglang 0.5.20 (")
+    assert p.message.endswith("it fails with 'unrecognized arguments: --enforce-piecewise-cuda-graph'. "
+                              "In 0.5.20 use --cuda-graph-backend-prefill tc_piecewise.")
+    with pytest.raises(SystemExit):
+        build_parser(s).parse_args(["--model-path", "m", "--enforce-piecewise-cuda-graph"])
+
+
+def test_enforce_piecewise_replacement_on_0_5_23_is_breakable(src):
+    # 0.5.23's parse_cuda_graph_backend_arg rejects tc_piecewise ("tc_piecewise was removed")
+    [p] = validate_argv(src("0.5.23"), ["--model-path", "m", "--enforce-piecewise-cuda-graph"])
+    assert p.suggestion == ["--cuda-graph-backend-prefill breakable"]
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+def test_cuda_graph_max_bs_ambiguous(src, version, capsys):
+    s = src(version)
+    [p] = validate_argv(s, ["--model-path", "m", "--cuda-graph-max-bs", "8"])
+    assert p.kind == "ambiguous"
+    assert p.suggestion == ["--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill"]
+    assert "'ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, " \
+           "--cuda-graph-max-bs-prefill'" in p.message
+    with pytest.raises(SystemExit):
+        build_parser(s).parse_args(["--model-path", "m", "--cuda-graph-max-bs", "8"])
+    assert capsys.readouterr().err.endswith(
+        "error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+        "--cuda-graph-max-bs-prefill\n")
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.18"])
+def test_cuda_graph_max_bs_accepted_before_0_5_20(src, version):
+    assert normalise_argv(src(version), ["--cuda-graph-max-bs", "8"]) in (
+        {"cuda_graph_max_bs": 8}, {"cuda_graph_max_bs_decode": 8})
+
+
+@pytest.mark.parametrize("version", sorted(ERAS))
+def test_tp_normalises_to_tp_size(src, version):
+    assert normalise_argv(src(version), ["--tp", "2"]) == {"tp_size": 2}
+    assert normalise_argv(src(version), ["--tensor-parallel-size=4", "--tp-size", "2"]) == {"tp_size": 2}
+
+
+def test_unknown_flag_suggests_close_matches(src):
+    [p] = validate_argv(src("0.5.11"), ["--model-path", "m", "--mem-fraction-statc", "0.8"])
+    assert p.kind == "unknown"
+    assert p.suggestion[0] == "--mem-fraction-static"
+    assert p.message == ("--mem-fraction-statc is not a flag of sglang 0.5.11: it fails with "
+                         "'unrecognized arguments: --mem-fraction-statc'. Did you mean "
+                         "--mem-fraction-static?")
+
+
+def test_bad_choice_and_type(src):
+    s = src("0.5.11")
+    probs = validate_argv(s, ["--model-path", "m", "--tokenizer-mode", "fast", "--tp", "two"])
+    assert [(p.flag, p.kind) for p in probs] == [("--tokenizer-mode", "bad_choice"),
+                                                   ("--tp", "bad_type")]
+    assert probs[0].suggestion == ["auto", "slow"]
+    assert "invalid choice: 'fast' (choose from 'auto', 'slow')" in probs[0].message
+    assert "invalid int value: 'two'" in probs[1].message
+
+
+def test_multimodal_archs(src):
+    assert "Qwen3_5ForConditionalGeneration" not in src("0.5.6").rules["multimodal_model_archs"].data["archs"]
+    for v in ("0.5.9", "0.5.11", "0.5.18", "0.5.23"):
+        assert "Qwen3_5ForConditionalGeneration" in src(v).rules["multimodal_model_archs"].data["archs"]
+    assert "multimodal_breakable_cuda_graph_supported_model_archs" not in src("0.5.13.post1").rules
+    for v in ("0.5.16", "0.5.18", "0.5.23"):
+        assert "Qwen3_5ForConditionalGeneration" in src(v).rules[
+            "multimodal_breakable_cuda_graph_supported_model_archs"].data["archs"]
+
+
+@pytest.mark.parametrize(("version", "n_archs", "h20", "qwen35"), [
+    ("0.5.9", 6, True, False), ("0.5.11", 11, True, True), ("0.5.13.post1", 13, False, True),
+    ("0.5.20", 19, False, True), ("0.5.23", 19, False, True)])
+def test_fusion_rule(src, version, n_archs, h20, qwen35):
+    r = src(version).rules["flashinfer_allreduce_fusion_auto_enable"]
+    assert len(r.data["archs"]) == n_archs
+    assert r.data["excludes_h20"] is h20
+    assert ("Qwen3_5ForConditionalGeneration" in r.data["archs"]) is qwen35
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.11", "0.5.13.post1", "0.5.18", "0.5.20", "0.5.23"])
+def test_fusion_never_on_sm86(src, version):
+    s = src(version)
+    f = _finding(predict(s, {"tp_size": 2}, A6000x2, QWEN36), "FlashInfer all-reduce fusion")
+    assert f.status == "unavailable on this hardware"
+    assert "SM86" in f.reason
+
+
+def test_fusion_on_for_h100_tp2(src):
+    s = src("0.5.11")
+    f = _finding(predict(s, {"tp_size": 2}, H100x2, QWEN36), "FlashInfer all-reduce fusion")
+    assert (f.status, f.rule_file, f.rule_line) == ("on", "sglang/srt/server_args.py", 2330)
+
+
+def test_ct129_on_0_5_11(src):
+    """What the seeds found by hand on ct129 (Qwen3.6-27B, 2x A6000, tp 2, NEXTN 3/1/4)."""
+    s = src("0.5.11")
+    args = normalise_argv(s, CT129_ARGV)
+    findings = {f.name: f for f in predict(s, args, A6000x2, QWEN36)}
+    pw = findings["prefill/piecewise CUDA graph"]
+    assert (pw.status, pw.rule_file, pw.rule_line, pw.override) == (
+        "auto-disabled", "sglang/srt/server_args.py", 1229, "--enforce-piecewise-cuda-graph")
+    assert "multimodal" in pw.reason
+    fu = findings["FlashInfer all-reduce fusion"]
+    assert fu.status == "unavailable on this hardware"
+    for name, flag in (("single-batch overlap", "--enable-single-batch-overlap"),
+                       ("two-batch overlap", "--enable-two-batch-overlap")):
+        assert findings[name].status == "off by default"
+        assert findings[name].how_to_enable.startswith(f"add {flag}")
+    sp = findings["speculative decoding"]
+    assert sp.status == "on"
+    assert sp.value == {"algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    assert findings["custom all-reduce"].status == "on"
+    assert findings["mem_fraction_static"].value == 0.88
+    assert findings["context_length"].value == 131072
+
+
+def test_ct129_on_0_5_18_prefill_graph_back_on(src):
+    s = src("0.5.18")
+    f = _finding(predict(s, normalise_argv(s, CT129_ARGV), A6000x2, QWEN36),
+                 "prefill/piecewise CUDA graph")
+    assert (f.status, f.value, f.override) == ("on", "breakable", "--cuda-graph-backend-prefill")
+
+
+def test_speculative_defaults_when_unset(src):
+    s = src("0.5.20")
+    f = _finding(predict(s, {"speculative_algorithm": "NEXTN"}, A6000x2, QWEN36), "speculative decoding")
+    assert f.value == {"algorithm": "EAGLE", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    assert f.rule_file == "sglang/srt/arg_groups/speculative_hook.py"
+
+
+def _finding(findings, name):
+    return next(f for f in findings if f.name == name)
