@@ -17,11 +17,16 @@ Three layouts of the flag definitions ("eras"):
   C (>= 0.5.20): the same annotations in ``msgspec.Struct`` classes under
      ``sglang/srt/arg_groups/fields/*.py``, listed in ``_INPUT_NAMESPACES``.
 
-Exactness: the option strings, dests, actions, nargs and static choices/defaults are read from
-the AST and reproduce SGLang's argparse setup. Choices or defaults computed at run time (plugin
-registries, environment, ``ServerArgs`` properties) are marked ``Runtime(expr)``; for choices the
-parser then accepts any value. The option set was compared with the real parser built from the
-wheel (heavy imports stubbed) for the releases listed in tests/source/test_real_parser.py.
+Exactness: option strings (same order), dests, actions, nargs and `required` reproduce SGLang's
+argparse setup; tests/source/test_real_parser.py builds the REAL parser from the wheels of
+0.4.10.post2, 0.5.11, 0.5.13.post1, 0.5.18, 0.5.20 and 0.5.23 (sglang's own server_args.py /
+arg_groups run under ``python -S``, every other import stubbed) and asserts equality. Choices
+and defaults are read statically (module constants, enums, class attributes, registry dict keys);
+those computed at run time (environment, plugin hooks, ServerArgs properties) become
+``Runtime(expr)`` and the parser then accepts any value. Custom ``type=`` functions other than
+int/float/str/json/human_readable_int/json_list_type/nullable_str/parse_cuda_graph_backend_arg
+accept the text unchanged. Auto-adjust rules are located by pattern (file + line of THIS
+release); ``predict`` evaluates the few conditions the audit needs, not SGLang's whole resolution.
 """
 from __future__ import annotations
 
