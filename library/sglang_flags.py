@@ -1,0 +1,80 @@
+#!/usr/bin/python
+"""Check a host's SGLang argv against one release's real flag table, before anything changes."""
+
+DOCUMENTATION = r"""
+module: sglang_flags
+short_description: Check SGLang argv against the flags of an exact SGLang release
+description:
+  - Reads the C(sglang) package source of one release (installed on a host, or extracted from
+    its wheel on the controller) as text, never importing it, and checks every flag of O(argv)
+    the way that release's argument parser would.
+  - Unknown flags come with the closest matches, removed or renamed flags with their
+    replacement in this release, ambiguous prefixes with the candidates, bad choices or types
+    with the allowed values.
+  - Fails (before anything changes) when the release would reject the argv; deprecated
+    aliases that still work are returned as warnings.
+  - Read-only.
+options:
+  source_dir: {description: The C(sglang) package folder of the release., type: path, required: true}
+  argv: {description: SGLang arguments (no program name)., type: list, elements: str, required: true}
+  host: {description: Name used in messages., type: str, default: ""}
+"""
+
+EXAMPLES = r"""
+- name: Check the flags against the release about to be installed
+  sglang_flags:
+    source_dir: ~/.cache/sglang-fleet/wheelhouse/src/sglang-0.5.20/sglang
+    argv: "{{ sglang_args | sglang_argv }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+version: {description: The release's version., type: str, returned: always}
+era: {description: Flag layout (A, B or C)., type: str, returned: always}
+problems: {description: Every problem found (flag, kind, message, suggestion, severity)., type: list, returned: always}
+normalised: {description: The settings the argv makes, by dest, when it parses., type: dict, returned: success}
+"""
+
+import dataclasses
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_source import UnknownLayout, load_source, normalise_argv, validate_argv
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            source_dir=dict(type="path", required=True),
+            argv=dict(type="list", elements="str", required=True),
+            host=dict(type="str", default=""),
+        ),
+        supports_check_mode=True,
+    )
+    where = f"{module.params['host']}: " if module.params["host"] else ""
+    try:
+        src = load_source(module.params["source_dir"])
+    except (UnknownLayout, OSError) as exc:
+        module.fail_json(msg=f"{where}cannot read the SGLang source in {module.params['source_dir']}: {exc}. "
+                             "Run deploy.yml (its ml_env role downloads and extracts the release) first.")
+    problems = validate_argv(src, module.params["argv"])
+    errors = [p for p in problems if p.severity == "error"]
+    result = dict(
+        changed=False,
+        version=src.version,
+        era=src.era,
+        problems=[dataclasses.asdict(p) for p in problems],
+    )
+    if errors:
+        lines = "\n".join(f"  - {p.message}" for p in errors)
+        module.fail_json(
+            msg=f"{where}sglang {src.version} would refuse to start with these arguments "
+                f"(nothing was changed):\n{lines}\nFix sglang_args in the inventory and re-run.",
+            **result)
+    result["normalised"] = {k: v for k, v in normalise_argv(src, module.params["argv"]).items()}
+    for p in problems:
+        module.warn(f"{where}{p.message}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
