@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.sglang_source import load_source
+from ansible.module_utils.sglang_source import _vtuple, load_source
 from wheels import CACHE, _pip_python, sglang_source_tree
 
 pytestmark = pytest.mark.wheels
@@ -30,7 +30,7 @@ def _msgspec_dir() -> pathlib.Path:
 
 def _real_actions(version: str) -> list[dict]:
     tree = sglang_source_tree(version).parent
-    extra = [str(_msgspec_dir())] if version >= "0.5.20" else []
+    extra = [str(_msgspec_dir())] if _vtuple(version) >= (0, 5, 20) else []
     proc = subprocess.run([sys.executable, "-S", "-s", str(DUMP), str(tree), *extra],
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
