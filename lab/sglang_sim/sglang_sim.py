@@ -277,42 +277,65 @@ def _finding_get(f, key, default=None):
     return f.get(key, default) if isinstance(f, dict) else getattr(f, key, default)
 
 
-def apply_findings(resolved: dict, findings) -> None:
-    """Write `predict`'s decisions into the resolved args.
+def _set(resolved: dict, dest: str, value) -> None:
+    if dest in resolved:
+        resolved[dest] = value
 
-    A finding named after a dest sets that dest to its value. A finding named after a feature
-    (`piecewise_cuda_graph`) sets `disable_<name>` / `enable_<name>` from its status, and an
-    auto-disabled `piecewise_cuda_graph` also sets `cuda_graph_backend_prefill` to "disabled".
+
+def apply_findings(resolved: dict, findings) -> None:
+    """Write `predict`'s decisions (one Finding per optimisation) into the resolved args.
+
+    "speculative decoding" (value {algorithm, num_steps, eagle_topk, num_draft_tokens}) sets the
+    speculative_* dests; "prefill/piecewise CUDA graph" sets disable_/enable_piecewise_cuda_graph
+    (bool value, <= 0.5.13) or cuda_graph_backend_prefill (backend name, 0.5.14+);
+    "FlashInfer all-reduce fusion" sets enable_flashinfer_allreduce_fusion. A finding named after
+    a dest with a concrete value sets it ("auto" and context_length are left to SGLang's runtime).
     """
     for f in findings:
-        name, status = _finding_get(f, "name"), _finding_get(f, "status")
-        value = _finding_get(f, "value")
-        if name in resolved:
-            if value is not None:
-                resolved[name] = value
-            continue
-        on = status == "on"
-        if f"disable_{name}" in resolved:
-            resolved[f"disable_{name}"] = not on
-        if f"enable_{name}" in resolved:
-            resolved[f"enable_{name}"] = on
-        if name == "piecewise_cuda_graph" and not on and "cuda_graph_backend_prefill" in resolved:
-            resolved["cuda_graph_backend_prefill"] = "disabled"
+        name, value = _finding_get(f, "name"), _finding_get(f, "value")
+        if name == "speculative decoding":
+            if isinstance(value, dict):
+                for key in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens"):
+                    if value.get(key) is not None:
+                        _set(resolved, "speculative_" + key, value[key])
+        elif name == "prefill/piecewise CUDA graph":
+            if isinstance(value, bool):
+                _set(resolved, "disable_piecewise_cuda_graph", not value)
+                _set(resolved, "enable_piecewise_cuda_graph", value)
+            elif isinstance(value, str):
+                _set(resolved, "cuda_graph_backend_prefill", value)
+        elif name == "FlashInfer all-reduce fusion":
+            if isinstance(value, bool):
+                _set(resolved, "enable_flashinfer_allreduce_fusion", value)
+        elif name in resolved and name != "context_length" and value not in (None, "auto"):
+            resolved[name] = value
 
 
 def resolve(sgs, src, parser, argv, model_config, hardware):
-    """Resolved server args by dest name, plus `predict`'s findings."""
+    """Resolved server args by dest name, plus `predict`'s findings.
+
+    Order: every flag's default with argv applied; `predict` on the normalised argv (SGLang's
+    rules as read from this release); then the simulator's own fallbacks for what is still unset.
+    """
     ns = vars(parser.parse_args(argv))
-    resolved = {}
-    for key, value in ns.items():
-        resolved[ALIAS_DESTS.get(key, key)] = value
+    resolved = {k: v for k, v in ns.items() if k not in ALIAS_DESTS}
+    for key, target in ALIAS_DESTS.items():  # ServerArgs.from_cli_args renames these
+        if key in ns:
+            resolved[target] = ns[key]
+    for key, value in resolved.items():  # a default SGLang computes at run time (not modelled)
+        if not isinstance(value, (str, int, float, bool, list, dict, type(None))):
+            resolved[key] = None
     try:
-        for key, value in (sgs.normalise_argv(src, argv) or {}).items():
-            if key in resolved:
-                resolved[key] = value
+        given = dict(sgs.normalise_argv(src, argv) or {})
     except (AttributeError, TypeError, ValueError):
-        pass
-    # SGLang's __post_init__ defaults the simulator models itself.
+        given = {}
+    for key, value in given.items():
+        if key in resolved:
+            resolved[key] = value
+    findings = list(sgs.predict(src, given or dict(resolved), {**hardware, "source": "declared"},
+                                dict(model_config)) or [])
+    apply_findings(resolved, findings)
+    # Fallbacks for what predict left unset (SGLang's __post_init__ behaviour).
     if resolved.get("tokenizer_path") is None and "tokenizer_path" in resolved:
         resolved["tokenizer_path"] = resolved.get("model_path")
     if resolved.get("served_model_name") is None and "served_model_name" in resolved:
@@ -327,11 +350,8 @@ def resolve(sgs, src, parser, argv, model_config, hardware):
                 resolved["speculative_num_draft_tokens"] = auto
         if resolved.get("speculative_eagle_topk") is None:
             resolved["speculative_eagle_topk"] = 1
-        if resolved.get("speculative_num_draft_tokens") is None or (
-                resolved["speculative_eagle_topk"] == 1):
+        if resolved.get("speculative_num_draft_tokens") is None:
             resolved["speculative_num_draft_tokens"] = int(resolved["speculative_num_steps"]) + 1
-    findings = list(sgs.predict(src, dict(resolved), dict(hardware), dict(model_config)) or [])
-    apply_findings(resolved, findings)
     if "mem_fraction_static" in resolved and resolved["mem_fraction_static"] is None:
         resolved["mem_fraction_static"] = 0.85
     return resolved, findings

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install what the sglang-fleet lab needs on a Debian 12 (bookworm) machine, as root.
+# Idempotent: a fast no-op (dpkg-query only, no apt-get update) when everything is present.
+#
+#   podman runc conmon  - rootful containers; runc because crun fails on cgroup v1 hybrid hosts
+#   netavark aardvark-dns iptables - container network + name resolution (left out by
+#                         --no-install-recommends unless named; netavark 1.4 drives iptables)
+#   mmdebstrap          - builds the bookworm base image from the Debian mirror (no registry)
+#   openssh-client      - ssh/ssh-keygen: the lab key and the "SSH answers" check
+#   python3 python3-yaml python3-pip - lab.py (PyYAML for the inventory), pip download of
+#                         docker-systemctl-replacement in build-image.sh
+# uidmap is not installed: the lab is rootful and mmdebstrap runs in root mode.
+set -euo pipefail
+
+PACKAGES=(
+  podman runc conmon netavark aardvark-dns iptables
+  mmdebstrap openssh-client ca-certificates
+  python3 python3-yaml python3-pip
+)
+
+if [[ ${EUID} -ne 0 ]]; then
+  echo "install-deps.sh: run as root (apt-get install)" >&2
+  exit 1
+fi
+if [[ -r /etc/os-release ]]; then
+  # shellcheck disable=SC1091
+  . /etc/os-release
+  if [[ ${ID:-} != debian || ${VERSION_ID:-} != 12 ]]; then
+    echo "install-deps.sh: warning: written for Debian 12, this is ${PRETTY_NAME:-unknown}" >&2
+  fi
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ $status != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps.sh: all lab packages present (${#PACKAGES[@]})"
+  exit 0
+fi
+
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps.sh: done"
