@@ -12,8 +12,9 @@ It is NOT SGLang: no model runs and the text is "A".."Z" cycling. What it reprod
   ``--config file.yaml`` is merged the way SGLang's ConfigArgumentMerger does (exact ``--config``
   token only, config first, CLI wins);
 * resolved settings in ``/server_info``: every flag with its default, argv applied, SGLang's
-  startup resolution (``sglang_source.predict`` plus NEXTN->EAGLE, speculative auto-choice,
-  served_model_name/tokenizer_path, mem_fraction_static), then the fault knobs;
+  startup resolution as ``sglang_source.predict`` reads it from this release (NEXTN->EAGLE,
+  speculative auto-choice, the multimodal prefill-graph rule, ...), simple fallbacks
+  (served_model_name/tokenizer_path, mem_fraction_static), then the fault knobs;
 * the endpoints and field names of the real server, streaming as SSE, Prometheus ``/metrics``;
 * decode speed from the roofline below, paced with real sleeps.
 
@@ -842,7 +843,8 @@ ROUTES = {
 def _finding_dict(f) -> dict:
     if isinstance(f, dict):
         return f
-    keys = ("name", "status", "value", "reason", "rule_file", "rule_line", "override")
+    keys = ("name", "status", "value", "reason", "rule_file", "rule_line", "override",
+            "how_to_enable")
     return {k: getattr(f, k, None) for k in keys}
 
 

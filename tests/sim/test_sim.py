@@ -44,15 +44,7 @@ MTP1_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num
              "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2"]
 
 
-def source_reader() -> pathlib.Path:
-    """The teammate's module_utils/sglang_source.py once committed with its API, else the stand-in."""
-    real = REPO / "module_utils" / "sglang_source.py"
-    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", str(real)], cwd=REPO,
-                             capture_output=True, check=False).returncode == 0
-    api = ("def load_source(", "def build_parser(", "def normalise_argv(", "def predict(")
-    if tracked and all(a in real.read_text() for a in api):
-        return real
-    return HERE / "standin_sglang_source.py"
+SOURCE_READER = REPO / "module_utils" / "sglang_source.py"
 
 
 def free_port() -> int:
@@ -69,7 +61,7 @@ class Sim:
         opt = root / "opt" / "sglang-sim"
         opt.mkdir(parents=True, exist_ok=True)
         shutil.copy(SIM, opt / "sglang_sim.py")
-        shutil.copy(source_reader(), opt / "sglang_source.py")
+        shutil.copy(SOURCE_READER, opt / "sglang_source.py")
         self.model = root / "models" / "Qwen3.6-27B"
         if model is not None:
             self.model.mkdir(parents=True, exist_ok=True)
@@ -265,14 +257,37 @@ def test_ct129_server_info_resolution(ct129):
 
 
 def test_speculative_auto_choice_when_unset(sim):
-    s = sim("0.5.11", ["--tp", "2", "--speculative-algorithm", "NEXTN"], model=LLAMA)
+    s = sim("0.5.11", ["--tp", "2", "--speculative-algorithm", "NEXTN"])
     s.wait_healthy()
     info = s.json("/server_info")
     assert (info["speculative_algorithm"], info["speculative_num_steps"],
             info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
-        "EAGLE", 5, 4, 8)                   # auto_choose_speculative_params: llama
-    assert info["disable_piecewise_cuda_graph"] is False   # not multimodal
+        "EAGLE", 3, 1, 4)
     assert info["mem_fraction_static"] == 0.85
+    assert "--mem-fraction-static" not in info["launch_command"]
+
+
+def test_piecewise_on_for_a_text_model(sim):
+    s = sim("0.5.11", ["--tp", "2"], model=LLAMA)
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert info["disable_piecewise_cuda_graph"] is False
+    assert info["speculative_algorithm"] is None
+    findings = {f["name"]: f for f in s.json("/sim/findings")["findings"]}
+    assert findings["prefill/piecewise CUDA graph"]["status"] == "on"
+    assert findings["FlashInfer all-reduce fusion"]["status"] == "unavailable on this hardware"
+
+
+def test_ct129_profile_on_0_5_20(sim):
+    s = sim("0.5.20", CT129_ARGV)
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert info["version"] == "0.5.20"
+    assert "disable_piecewise_cuda_graph" not in info            # flag removed in 0.5.20
+    assert info["cuda_graph_backend_prefill"] == "breakable"     # Qwen3.5 on the allow-list
+    assert (info["speculative_algorithm"], info["speculative_num_steps"],
+            info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
+        "EAGLE", 3, 1, 4)
 
 
 def test_model_info_and_models(ct129):
@@ -459,6 +474,12 @@ def test_disable_piecewise_cuda_graph(sim):
             config={"disable_optimization": "piecewise_cuda_graph"})
     s.wait_healthy()
     assert s.json("/server_info")["disable_piecewise_cuda_graph"] is True
+
+
+def test_disable_piecewise_on_0_5_20(sim):
+    s = sim("0.5.20", CT129_ARGV, config={"disable_optimization": "piecewise_cuda_graph"})
+    s.wait_healthy()
+    assert s.json("/server_info")["cuda_graph_backend_prefill"] == "disabled"
 
 
 def test_disable_optimization_unknown_name_fails(sim):
