@@ -29,5 +29,5 @@ def test_vars_hold_no_tunables(role):
 
 def test_readme_variable_tables_are_current():
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "variables_doc.py"), "--check"],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
