@@ -171,8 +171,12 @@ def lab_containers(netname):
     return out.split()
 
 
-def ensure_network(netname, subnet, prefix):
-    """Create the network with the subnet, or check an existing one has it."""
+def ensure_network(netname, subnet, prefix, egress):
+    """Create the network with the subnet, or check an existing one has it.
+
+    Internal (no route out of the subnet) unless egress: lab hosts reach each other and the
+    controller, nothing else.
+    """
     proc = podman("network", "inspect", netname, check=False)
     if proc.returncode == 0:
         data = json.loads(proc.stdout)[0]
@@ -180,9 +184,13 @@ def ensure_network(netname, subnet, prefix):
         if str(subnet) not in subnets:
             raise LabError(f"network {netname} exists with subnets {subnets}, not {subnet}: "
                            "run `lab.py down` with the inventory that created it")
+        if bool(data.get("internal")) == egress:
+            have = "internal" if data.get("internal") else "with egress"
+            raise LabError(f"network {netname} exists {have}: `lab.py down` first to change it")
         return False
+    extra = [] if egress else ["--internal"]
     proc = podman("network", "create", "--subnet", str(subnet), "--label", f"{LABEL}={prefix}",
-                  netname, check=False)
+                  *extra, netname, check=False)
     if proc.returncode != 0:
         hint = ""
         if "subnet" in proc.stderr and "already" in proc.stderr:
@@ -296,8 +304,9 @@ def cmd_up(args):
     ensure_image(not args.no_build)
     ensure_key()
     image_id = podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip()
-    if ensure_network(netname, subnet, args.prefix):
-        print(f"lab: network {netname} {subnet} created")
+    if ensure_network(netname, subnet, args.prefix, args.egress):
+        kind = "with egress (NAT)" if args.egress else "internal: no route beyond it"
+        print(f"lab: network {netname} {subnet} created, {kind}")
     wanted = {f"{args.prefix}-{h}" for h, _ in hosts}
     for stray in sorted(set(lab_containers(netname)) - wanted):
         podman("rm", "--force", "--time", "0", stray)
@@ -376,6 +385,9 @@ def main(argv=None):
         if name == "up":
             p.add_argument("--no-build", action="store_true",
                            help="do not run lab/build-image.sh; fail if the image is missing")
+            p.add_argument("--egress", action="store_true",
+                           help="NAT the network to the outside (default: internal, hosts "
+                                "reach only each other and the controller)")
             p.add_argument("--timeout", type=float, default=60.0,
                            help="seconds to wait for SSH (default: %(default)s)")
     sub.add_parser("conf", help="render .lab/containers.conf and print its path")
