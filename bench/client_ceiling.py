@@ -11,7 +11,14 @@ bench_client.run_benchmark against it. Two source patterns:
 The source must be faster than the client for the number to be the client's ceiling: the table
 shows the client's CPU use (100 % = one core busy), which should be close to 100 %.
 
-    .venv/bin/python bench/client_ceiling.py [--tokens 20000] [--concurrency 1 8]
+With `--sglang-python PY` (a throwaway venv with `pip install --no-deps sglang` plus aiohttp, msgspec,
+numpy, orjson, requests, tqdm, transformers, psutil, pybase64, pyzmq, datasets; no torch),
+`python -m sglang.bench_serving --backend sglang-oai` is run the same way, pinned to the same core,
+through bench/client_sglang_runner.py (which skips sglang's torch-importing package __init__s).
+It needs a tokenizer (`--tokenizer DIR`, default: the tiny test model's, in which "A" x N is N
+tokens) and a ShareGPT-format file for its random dataset (written to a temp dir).
+
+    .venv/bin/python bench/client_ceiling.py [--tokens 20000] [--concurrency 1 8] [--sglang-python PY]
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ import json
 import multiprocessing as mp
 import os
 import pathlib
+import re
 import resource
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
@@ -44,7 +54,8 @@ def build_stream(tokens: int) -> tuple[bytes, list[bytes]]:
     """(response head, list of per-event chunked frames) for one request of `tokens` tokens."""
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     ev = _chunk(json.dumps(CHUNK_JSON).encode())
-    usage = {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": tokens}}
+    usage = {"choices": [{"text": "", "index": 0, "finish_reason": "length"}],  # llama.cpp style
+             "usage": {"prompt_tokens": 8, "completion_tokens": tokens}}
     tail = [_chunk(json.dumps(usage).encode()), _chunk(b"[DONE]"), b"0\r\n\r\n"]
     return head, [ev] * tokens + tail
 
@@ -66,6 +77,14 @@ def _serve(port_q, tokens: int, pattern: str, core: int | None, delay_s: float) 
             hdr = await reader.readuntil(b"\r\n\r\n")
             n = next((int(x.split(b":")[1]) for x in hdr.split(b"\r\n") if x.lower().startswith(b"content-length")), 0)
             await reader.readexactly(n)
+            if hdr.startswith(b"GET "):  # /v1/models, else 404 JSON like llama-server (/server_info)
+                models = hdr.startswith(b"GET /v1/models ")
+                status = b"200 OK" if models else b"404 Not Found"
+                body = b'{"data": [{"id": "m"}]}' if models else b'{"error": {"code": 404, "message": "Not Found"}}'
+                writer.write(b"HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (status, len(body), body))
+                await writer.drain()
+                return
             writer.write(head)
             if pattern == "batched":
                 for b in blocks:
@@ -126,24 +145,60 @@ def measure(tokens: int, pattern: str, concurrency: int, num_prompts: int) -> di
             "client_cpu_pct": 100 * cpu / wall}
 
 
+def measure_sglang(py: str, tokenizer: str, dataset: str, tokens: int, pattern: str, concurrency: int,
+                   num_prompts: int) -> float | str:
+    """sglang.bench_serving's output tok/s against the same source, pinned to core 0 (or why not)."""
+    runner = pathlib.Path(__file__).resolve().parent / "client_sglang_runner.py"
+    with Source(tokens, pattern, core=1 if (os.cpu_count() or 1) > 1 else None) as url:
+        argv = [py, str(runner), "--backend", "sglang-oai", "--base-url", url, "--dataset-name", "random",
+                "--dataset-path", dataset, "--random-input-len", "8", "--random-output-len", str(tokens),
+                "--random-range-ratio", "1.0", "--num-prompts", str(num_prompts), "--max-concurrency",
+                str(concurrency), "--tokenizer", tokenizer, "--model", "m", "--disable-tqdm"]
+        if (os.cpu_count() or 1) > 1:
+            argv = ["taskset", "-c", "0", *argv]
+        p = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                           timeout=600, check=False)
+    m = re.search(r"Output token throughput \(tok/s\):\s+([0-9.]+)", p.stdout)
+    return float(m.group(1)) if m and p.returncode == 0 else f"failed: {(p.stderr or p.stdout)[-200:]!r}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description="bench_client ingest ceiling on one core")
     p.add_argument("--tokens", type=int, default=20000, help="tokens per request")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--sglang-python", help="python of a venv where sglang.bench_serving can run (see doc)")
+    p.add_argument("--tokenizer", help="HF tokenizer folder for bench_serving (default: the tiny test model's)")
     a = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="client-ceiling-")
+    if a.sglang_python:
+        dataset = os.path.join(tmp, "sharegpt.json")
+        text = "the server streams one token at a time and the client reads every chunk " * 4
+        with open(dataset, "w") as f:
+            json.dump([{"conversations": [{"from": "human", "value": text}, {"from": "gpt", "value": "ok"}]}] * 64, f)
+        if not a.tokenizer:
+            sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "real_engine"))
+            from make_tiny_model import make_tiny_model
+
+            make_tiny_model(tmp)
+            a.tokenizer = os.path.join(tmp, "tokenizer")
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
     rows = []
     for pattern in ("batched", "per_token"):
         for c in a.concurrency:
-            rows.append(measure(a.tokens, pattern, c, max(c, 2)))
+            r = measure(a.tokens, pattern, c, max(c, 2))
+            r["sglang"] = (measure_sglang(a.sglang_python, a.tokenizer, dataset, a.tokens, pattern, c, max(c, 2))
+                           if a.sglang_python else "not run")
+            rows.append(r)
     print(f"bench_client {bench_client.__version__}, Python {sys.version.split()[0]}, client pinned to 1 core, "
           f"{a.tokens} tokens per request\n")
-    print("| source pattern | concurrency | tokens | client tok/s | tok per client CPU-s | client CPU |")
-    print("|---|---|---|---|---|---|")
+    print("| source pattern | concurrency | tokens | bench_client tok/s | tok per client CPU-s | client CPU "
+          "| sglang.bench_serving tok/s |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
+        sg = f"{r['sglang']:,.0f}" if isinstance(r["sglang"], float) else r["sglang"]
         print(f"| {r['pattern']} | {r['concurrency']} | {r['tokens']} | {r['tok_s']:,.0f} | "
-              f"{r['tok_per_cpu_s']:,.0f} | {r['client_cpu_pct']:.0f} % |")
+              f"{r['tok_per_cpu_s']:,.0f} | {r['client_cpu_pct']:.0f} % | {sg} |")
 
 
 if __name__ == "__main__":
