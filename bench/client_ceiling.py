@@ -147,13 +147,15 @@ def measure(tokens: int, pattern: str, concurrency: int, num_prompts: int) -> di
 
 def measure_sglang(py: str, tokenizer: str, dataset: str, tokens: int, pattern: str, concurrency: int,
                    num_prompts: int) -> float | str:
+    # bench_serving writes a .jsonl result file; keep it out of the working tree
     """sglang.bench_serving's output tok/s against the same source, pinned to core 0 (or why not)."""
     runner = pathlib.Path(__file__).resolve().parent / "client_sglang_runner.py"
     with Source(tokens, pattern, core=1 if (os.cpu_count() or 1) > 1 else None) as url:
         argv = [py, str(runner), "--backend", "sglang-oai", "--base-url", url, "--dataset-name", "random",
                 "--dataset-path", dataset, "--random-input-len", "8", "--random-output-len", str(tokens),
                 "--random-range-ratio", "1.0", "--num-prompts", str(num_prompts), "--max-concurrency",
-                str(concurrency), "--tokenizer", tokenizer, "--model", "m", "--disable-tqdm"]
+                str(concurrency), "--tokenizer", tokenizer, "--model", "m", "--disable-tqdm",
+                "--output-file", os.path.join(os.path.dirname(dataset), "bench_serving.jsonl")]
         if (os.cpu_count() or 1) > 1:
             argv = ["taskset", "-c", "0", *argv]
         p = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
