@@ -66,9 +66,7 @@ def podman(*args, check=True):
     """Run podman with the lab's containers.conf; raise LabError with its stderr on failure."""
     proc = subprocess.run(["podman", *args], check=False, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        err = "\n".join(
-            line for line in proc.stderr.splitlines() if "failed to connect to syslog" not in line
-        )
+        err = "\n".join(line for line in proc.stderr.splitlines() if "failed to connect to syslog" not in line)
         raise LabError(f"podman {' '.join(args)} failed (rc {proc.returncode}):\n{err.strip()}")
     return proc
 
@@ -95,7 +93,13 @@ def _collect_hosts(group, hosts):
 
 def read_inventory(path):
     """Return [(host, IPv4Address)] in inventory order; all in one /24 (LabError otherwise)."""
-    import yaml  # PyYAML: in .venv (and Debian's python3-yaml); only needed here
+    try:
+        import yaml  # PyYAML: in .venv (and Debian's python3-yaml); only needed here
+    except ImportError as exc:
+        raise LabError(
+            f"PyYAML missing for {sys.executable}: run lab.py with .venv/bin/python "
+            "(or /usr/bin/python3 after lab/install-deps.sh)"
+        ) from exc
 
     path = Path(path)
     if not path.is_file():
@@ -115,8 +119,10 @@ def read_inventory(path):
         try:
             ip = ipaddress.IPv4Address(str(raw))
         except ValueError as exc:
-            raise LabError(f"inventory {path}: host {name}: ansible_host {raw!r} is not an IPv4 "
-                           "address (templates and DNS names are not supported)") from exc
+            raise LabError(
+                f"inventory {path}: host {name}: ansible_host {raw!r} is not an IPv4 "
+                "address (templates and DNS names are not supported)"
+            ) from exc
         result.append((name, ip))
     nets = {ipaddress.IPv4Network(f"{ip}/24", strict=False) for _, ip in result}
     if len(nets) != 1:
@@ -127,8 +133,9 @@ def read_inventory(path):
     for name, ip in result:
         last = int(ip) - int(net.network_address)
         if last in (0, 1, 255):
-            raise LabError(f"inventory {path}: host {name}: {ip} is reserved in {net} "
-                           "(.0 network, .1 gateway, .255 broadcast)")
+            raise LabError(
+                f"inventory {path}: host {name}: {ip} is reserved in {net} (.0 network, .1 gateway, .255 broadcast)"
+            )
         if ip in seen:
             raise LabError(f"inventory {path}: hosts {seen[ip]} and {name} share {ip}")
         seen[ip] = name
@@ -166,8 +173,7 @@ def container_info(name):
 
 def lab_containers(netname):
     """Names of the containers lab.py created on this network (including stray ones)."""
-    out = podman("ps", "-a", "--filter", f"label={LABEL}.network={netname}",
-                 "--format", "{{.Names}}").stdout
+    out = podman("ps", "-a", "--filter", f"label={LABEL}.network={netname}", "--format", "{{.Names}}").stdout
     return out.split()
 
 
@@ -182,21 +188,23 @@ def ensure_network(netname, subnet, prefix, egress):
         data = json.loads(proc.stdout)[0]
         subnets = [s.get("subnet") for s in data.get("subnets") or []]
         if str(subnet) not in subnets:
-            raise LabError(f"network {netname} exists with subnets {subnets}, not {subnet}: "
-                           "run `lab.py down` with the inventory that created it")
+            raise LabError(
+                f"network {netname} exists with subnets {subnets}, not {subnet}: "
+                "run `lab.py down` with the inventory that created it"
+            )
         if bool(data.get("internal")) == egress:
             have = "internal" if data.get("internal") else "with egress"
             raise LabError(f"network {netname} exists {have}: `lab.py down` first to change it")
         return False
     extra = [] if egress else ["--internal"]
-    proc = podman("network", "create", "--subnet", str(subnet), "--label", f"{LABEL}={prefix}",
-                  *extra, netname, check=False)
+    proc = podman(
+        "network", "create", "--subnet", str(subnet), "--label", f"{LABEL}={prefix}", *extra, netname, check=False
+    )
     if proc.returncode != 0:
         hint = ""
         if "subnet" in proc.stderr and "already" in proc.stderr:
             hint = "\nanother podman network uses that subnet: see `podman network ls`"
-        raise LabError(f"podman network create {netname} --subnet {subnet} failed:\n"
-                       f"{proc.stderr.strip()}{hint}")
+        raise LabError(f"podman network create {netname} --subnet {subnet} failed:\n{proc.stderr.strip()}{hint}")
     return True
 
 
@@ -220,8 +228,9 @@ def ensure_key():
     SSH_KEY.parent.chmod(0o700)
     for p in (SSH_KEY, SSH_KEY.with_suffix(".pub")):
         p.unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglang-fleet-lab",
-                    "-f", str(SSH_KEY)], check=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglang-fleet-lab", "-f", str(SSH_KEY)], check=True
+    )
 
 
 def run_container(name, host, ip, netname, prefix):
@@ -279,12 +288,13 @@ def status_rows(hosts, prefix):
     """[[host, ip, container, state, ssh]] and whether every host is running with SSH."""
     infos = {host: container_info(f"{prefix}-{host}") for host, _ in hosts}
     with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-        ssh = dict(zip(
-            [h for h, _ in hosts],
-            pool.map(lambda hi: bool(infos[hi[0]]) and infos[hi[0]]["state"] == "running"
-                     and ssh_ok(hi[1]), hosts),
-            strict=True,
-        ))
+        ssh = dict(
+            zip(
+                [h for h, _ in hosts],
+                pool.map(lambda hi: bool(infos[hi[0]]) and infos[hi[0]]["state"] == "running" and ssh_ok(hi[1]), hosts),
+                strict=True,
+            )
+        )
     rows = []
     for host, ip in hosts:
         info = infos[host]
@@ -335,10 +345,14 @@ def cmd_up(args):
     print_table(rows)
     bad = [h for (h, _), good in zip(hosts, ok, strict=True) if not good]
     if bad:
-        raise LabError(f"no SSH answer within {args.timeout}s from {', '.join(bad)}: see "
-                       f"`CONTAINERS_CONF={CONF_RENDERED} podman logs {args.prefix}-{bad[0]}`")
-    print(f"lab: {len(hosts)} hosts answer SSH ({t_ssh - t_start:.1f}s after start, "
-          f"{t_ssh - t0:.1f}s in all); key {SSH_KEY.relative_to(REPO_DIR)}")
+        raise LabError(
+            f"no SSH answer within {args.timeout}s from {', '.join(bad)}: see "
+            f"`CONTAINERS_CONF={CONF_RENDERED} podman logs {args.prefix}-{bad[0]}`"
+        )
+    print(
+        f"lab: {len(hosts)} hosts answer SSH ({t_ssh - t_start:.1f}s after start, "
+        f"{t_ssh - t0:.1f}s in all); key {SSH_KEY.relative_to(REPO_DIR)}"
+    )
     return 0
 
 
@@ -374,22 +388,30 @@ def main(argv=None):
     """Parse arguments and run a command."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, helptext in (("up", "start the lab hosts and wait for SSH"),
-                           ("down", "remove the lab hosts and their network"),
-                           ("status", "show the lab hosts")):
+    for name, helptext in (
+        ("up", "start the lab hosts and wait for SSH"),
+        ("down", "remove the lab hosts and their network"),
+        ("status", "show the lab hosts"),
+    ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--inventory", "-i", default="inventories/lab/hosts.yml",
-                       help="Ansible YAML inventory (default: %(default)s)")
-        p.add_argument("--prefix", default="sglang-lab",
-                       help="container/network name prefix (default: %(default)s)")
+        p.add_argument(
+            "--inventory",
+            "-i",
+            default="inventories/lab/hosts.yml",
+            help="Ansible YAML inventory (default: %(default)s)",
+        )
+        p.add_argument("--prefix", default="sglang-lab", help="container/network name prefix (default: %(default)s)")
         if name == "up":
-            p.add_argument("--no-build", action="store_true",
-                           help="do not run lab/build-image.sh; fail if the image is missing")
-            p.add_argument("--egress", action="store_true",
-                           help="NAT the network to the outside (default: internal, hosts "
-                                "reach only each other and the controller)")
-            p.add_argument("--timeout", type=float, default=60.0,
-                           help="seconds to wait for SSH (default: %(default)s)")
+            p.add_argument(
+                "--no-build", action="store_true", help="do not run lab/build-image.sh; fail if the image is missing"
+            )
+            p.add_argument(
+                "--egress",
+                action="store_true",
+                help="NAT the network to the outside (default: internal, hosts "
+                "reach only each other and the controller)",
+            )
+            p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for SSH (default: %(default)s)")
     sub.add_parser("conf", help="render .lab/containers.conf and print its path")
     args = parser.parse_args(argv)
     if args.command != "conf" and not NAME_RE.match(args.prefix):

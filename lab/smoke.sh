@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end check of the lab, on its own scratch inventory and network (10.89.79.0/24,
+# End-to-end check of the lab, on its own scratch inventory and network (10.89.99.0/24,
 # prefix sglang-lab-smoke), so it never touches the real lab (10.89.77.0/24):
 # up -> ansible ping -> service_facts -> lab/smoke/probe.yml -> restart the hosts ->
 # lab/smoke/probe-boot.yml -> down. Prints timings. Usage: lab/smoke.sh [--keep]
@@ -20,9 +20,9 @@ all:
   children:
     sglang_lab_smoke:
       hosts:
-        ct129: {ansible_host: 10.89.79.11}
-        h200x2: {ansible_host: 10.89.79.12}
-        h200x1: {ansible_host: 10.89.79.13}
+        ct129: {ansible_host: 10.89.99.11}
+        h200x2: {ansible_host: 10.89.99.12}
+        h200x1: {ansible_host: 10.89.99.13}
       vars:
         ansible_user: root
         ansible_ssh_private_key_file: $REPO_DIR/.lab/ssh/id_ed25519
