@@ -211,6 +211,7 @@ def ensure_network(netname, subnet, prefix, egress):
 def ensure_image(build):
     """Build the image (a quick no-op when cached) or check that it exists."""
     if build:
+        sys.stdout.flush()
         proc = subprocess.run(["bash", str(LAB_DIR / "build-image.sh")], check=False)
         if proc.returncode != 0:
             raise LabError(f"lab/build-image.sh failed (rc {proc.returncode})")
