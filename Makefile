@@ -9,7 +9,7 @@ PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit molecule venv lab-deps lab-image lab-up lab-down lab-prepare \
+.PHONY: help demo test lint unit molecule venv lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy audit verify drift lock clean
 
 help: ## List the targets
@@ -33,6 +33,12 @@ lab-image: lab-deps ## Build the lab's Debian image (cached)
 
 lab-up: venv lab-image ## Start the lab fleet (3 hosts over SSH)
 	$(PY) lab/lab.py up --inventory $(LAB_INVENTORY)
+
+lab-status: ## Which lab hosts answer SSH
+	$(PY) lab/lab.py status --inventory $(LAB_INVENTORY)
+
+lab-smoke: lab-image ## Check the lab hosts' systemd stand-in on a throwaway network
+	bash lab/smoke.sh
 
 lab-down: ## Remove the lab fleet
 	$(PY) lab/lab.py down --inventory $(LAB_INVENTORY)

@@ -111,7 +111,7 @@ def import_source_reader():
     try:
         import sglang_source
     except ImportError as exc:
-        raise SimError(f"sglang-sim: cannot import sglang_source.py next to {__file__}: {exc}")
+        raise SimError(f"sglang-sim: cannot import sglang_source.py next to {__file__}: {exc}") from exc
     return sglang_source
 
 
@@ -199,7 +199,7 @@ def load_sim_config() -> dict:
     try:
         cfg = json.loads(path.read_text())
     except ValueError as exc:
-        raise SimError(f"sglang-sim: config file {path} is not valid JSON: {exc}")
+        raise SimError(f"sglang-sim: config file {path} is not valid JSON: {exc}") from exc
     hw = cfg.get("hardware", cfg)
     missing = [k for k in ("gpu_model", "gpu_count", "compute_capability", "hbm_bandwidth_gbs")
                if k not in hw]
@@ -221,7 +221,7 @@ def load_model(model_path: str) -> dict:
     try:
         return json.loads(cfg.read_text())
     except ValueError as exc:
-        raise SimError(f"OSError: {cfg} is not a valid JSON file: {exc}")
+        raise SimError(f"OSError: {cfg} is not a valid JSON file: {exc}") from exc
 
 
 def estimate_weight_bytes(model_path: str, model_config: dict, sim_cfg: dict) -> int:
@@ -605,7 +605,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw)
         except ValueError as exc:
-            raise BadRequest(f"Invalid JSON body: {exc}")
+            raise BadRequest(f"Invalid JSON body: {exc}") from exc
         if not isinstance(body, dict):
             raise BadRequest("The request body must be a JSON object")
         return body
