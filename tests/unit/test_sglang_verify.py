@@ -1,0 +1,195 @@
+"""sglang_verify gates: exact messages for pass, each failure, no history, other version/flags."""
+
+import json
+
+import pytest
+from ansible.module_utils.gpu_facts import declared_facts
+from ansible.module_utils.sglang_verify import (
+    VerifyError,
+    baseline,
+    evaluate,
+    fingerprint,
+    levels,
+    median,
+    read_history,
+)
+
+GPU = declared_facts({"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2})
+ARGS = {"host": "127.0.0.1", "port": 30000, "model_path": "/models/Qwen3.6-27B", "tp_size": 2,
+        "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4}
+TH = {"min_decode_tok_s": 50, "min_accept_length": 2.5, "history_window": 3, "regression_tolerance_pct": 5}
+W = 27_000_000_000
+FP = fingerprint("0.5.11", ARGS)["id"]
+ROOF = "roofline 150.6 tok/s at accept length 3.19"
+CHECK_SPEED = ("check: GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), other processes on the GPUs "
+               "(nvidia-smi), the resolved settings (ansible-playbook audit.yml -l ct129), the service log")
+CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.yml -l ct129: speculative_algorithm "
+              "and speculative_num_steps in /server_info; MTP can be silently off, sglang PR #23859), the draft "
+              "model / MTP weights, speculative_num_steps and speculative_num_draft_tokens in sglang_args")
+
+
+def bench(decode, out4, accept=3.19):
+    return [
+        {"concurrency": 1, "decode_tok_s_per_stream": {"p50": decode}, "output_throughput": decode * 0.93,
+         "spec_accept_length": accept, "completed": 6, "failed": 0},
+        {"concurrency": 4, "decode_tok_s_per_stream": {"p50": decode * 0.97}, "output_throughput": out4,
+         "spec_accept_length": accept, "completed": 24, "failed": 0},
+    ]
+
+
+def rec(stamp, decode, out4, passed=True, fp=FP, accept=3.19):
+    return {"generated_at": stamp, "fingerprint": fp, "passed": passed, "accept_length": accept,
+            "metrics": {"decode_tok_s@1": decode, "output_tok_s@4": out4}}
+
+
+HISTORY = [rec("20261130T070000Z", 53.0, 190.0), rec("20261130T071000Z", 54.0, 200.0),
+           rec("20261130T072000Z", 55.0, 195.0)]
+
+
+def run(b, history=(), th=TH, args=ARGS):
+    return evaluate(b, th, list(history), GPU, W, "0.5.11", args, "ct129", "20261130T080000Z")
+
+
+def test_pass_with_history():
+    r = run(bench(53.8, 192.0), HISTORY)
+    assert r["ok"] is True and r["failures"] == []
+    assert r["line"] == ("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, history 54.0 tok/s over 3, "
+                         "roofline 150.6 tok/s, 35.7 % of it), accept length 3.19 (min 2.5); c=4 192.0 tok/s out "
+                         "[floor pass, history pass, accept_length pass]")
+    assert r["lines"][1:] == [
+        f"floor: single-stream decode 53.8 tok/s >= floor 50.0 tok/s (history median 54.0 tok/s over 3 passing runs; "
+        f"{ROOF}, measured 35.7 % of it)",
+        f"history: within 5 % of the median of the last 3 passing runs of sglang 0.5.11 with these flags, fingerprint "
+        f"{FP}, 20261130T070000Z .. 20261130T072000Z (largest change -1.5 % in output at concurrency 4)",
+        f"accept length: 3.19 >= minimum 2.5 (history median 3.19; speculative_algorithm NEXTN; single-stream decode "
+        f"53.8 tok/s, {ROOF}, measured 35.7 % of it)",
+    ]
+    assert r["record"] == {
+        "generated_at": "20261130T080000Z", "host": "ct129", "version": "0.5.11", "fingerprint": FP, "passed": True,
+        "gates": {"floor": "pass", "history": "pass", "accept_length": "pass"},
+        "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "accept_length": 3.19,
+        "efficiency_pct": 35.7, "upper_bound_tok_s": 150.6,
+    }
+    assert r["report"]["roofline"]["formula"] == (
+        "3.19 accepted/pass x 0.83 x 768 GB/s x 2 GPU / 27.00 GB = 150.6 tok/s")
+
+
+def test_absolute_floor_fails():
+    r = run(bench(26.9, 96.0), HISTORY, th=dict(TH, regression_tolerance_pct=60))
+    assert r["ok"] is False
+    assert r["failures"] == [
+        f"floor: single-stream decode 26.9 tok/s < floor 50.0 tok/s (history median 54.0 tok/s over 3 passing runs; "
+        f"{ROOF}, measured 17.9 % of it); {CHECK_SPEED}; accept length 3.19",
+    ]
+    assert r["record"]["passed"] is False
+    assert r["record"]["gates"] == {"floor": "fail", "history": "pass", "accept_length": "pass"}
+
+
+def test_history_fails_above_the_floor():
+    r = run(bench(48.4, 176.0), HISTORY, th=dict(TH, min_decode_tok_s=40))
+    assert r["failures"] == [
+        "history: single-stream decode 48.4 tok/s is 10.4 % below the history median 54.0 tok/s (threshold 51.3 tok/s "
+        "= median - 5 %); output at concurrency 4 176.0 tok/s is 9.7 % below the history median 195.0 tok/s "
+        f"(threshold 185.2 tok/s = median - 5 %) (last 3 passing runs of sglang 0.5.11 with these flags, fingerprint "
+        f"{FP}, 20261130T070000Z .. 20261130T072000Z; floor 40.0 tok/s; roofline 150.6 tok/s at accept length 3.19, "
+        "measured 32.1 % of it); check: what changed since 20261130T072000Z (driver, CUDA, firmware, GPU clocks, "
+        "other load on the host, the model files), then GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), "
+        "other processes on the GPUs (nvidia-smi), the resolved settings (ansible-playbook audit.yml -l ct129), "
+        "the service log",
+    ]
+    gate = r["report"]["gates"][1]
+    assert [(m["metric"], m["change_pct"], m["status"]) for m in gate["metrics"]] == [
+        ("decode_tok_s@1", -10.4, "fail"), ("output_tok_s@4", -9.7, "fail")]
+
+
+def test_accept_length_too_low_fails():
+    r = run(bench(51.0, 190.0, accept=1.85), HISTORY, th=dict(TH, regression_tolerance_pct=60))
+    assert r["failures"] == [
+        "accept length: 1.85 < minimum 2.5 (history median 3.19; speculative_algorithm NEXTN; single-stream decode "
+        f"51.0 tok/s, roofline 87.4 tok/s at accept length 1.85, measured 58.4 % of it); {CHECK_SPEC}",
+    ]
+
+
+def test_no_accept_length_reported_with_speculative_configured_fails():
+    r = run(bench(22.7, 85.0, accept=None), th=dict(TH, min_decode_tok_s=20))
+    assert r["failures"] == [
+        "accept length: speculative_algorithm NEXTN is configured but the server reports no accept length (minimum "
+        "2.5; history median n/a): speculative decoding is not running; single-stream decode 22.7 tok/s, roofline "
+        f"47.2 tok/s at accept length 1.00, measured 48.1 % of it; {CHECK_SPEC}",
+    ]
+
+
+def test_no_history_yet_skips_the_history_gate():
+    r = run(bench(53.8, 192.0))
+    assert r["ok"] is True
+    assert r["lines"][2] == (
+        f"history: no passing run of sglang 0.5.11 with these flags (fingerprint {FP}) yet; this run starts the "
+        f"baseline ({ROOF}, measured 35.7 % of it)")
+    assert r["record"]["gates"]["history"] == "skip"
+    assert r["line"].startswith("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, no history yet, ")
+
+
+def test_history_of_other_versions_flags_failed_runs_is_ignored():
+    other_flags = fingerprint("0.5.11", dict(ARGS, speculative_num_steps=1))["id"]
+    other_version = fingerprint("0.5.12", ARGS)["id"]
+    assert len({FP, other_flags, other_version}) == 3
+    history = [rec("20261130T060000Z", 90.0, 300.0, fp=other_flags),
+               rec("20261130T061000Z", 90.0, 300.0, fp=other_version),
+               rec("20261130T062000Z", 90.0, 300.0, passed=False),
+               rec("20261130T063000Z", 53.0, 190.0)]
+    r = run(bench(52.0, 188.0), history)
+    assert r["ok"] is True
+    assert r["report"]["history"] == {"runs": 1, "window": 3, "since": "20261130T063000Z", "last": "20261130T063000Z",
+                                      "median": {"decode_tok_s@1": 53.0, "output_tok_s@4": 190.0},
+                                      "accept_length": 3.19}
+    # and with only the other records, no history at all
+    r = run(bench(52.0, 188.0), history[:3])
+    assert r["record"]["gates"]["history"] == "skip"
+
+
+def test_window_takes_the_last_k_passing_runs():
+    history = [rec(f"20261130T0{i}0000Z", v, 100.0) for i, v in enumerate([10.0, 20.0, 30.0, 40.0, 50.0])]
+    assert baseline(history, FP, 3)["median"]["decode_tok_s@1"] == 40.0
+    assert baseline(history, FP, 2)["median"]["decode_tok_s@1"] == 45.0
+    assert baseline(list(reversed(history)), FP, 3)["since"] == "20261130T020000Z"
+
+
+def test_fingerprint_ignores_order_and_false_flags():
+    a = fingerprint("0.5.11", {"tp_size": 2, "model_path": "/m", "enable_metrics": False})
+    b = fingerprint("0.5.11", {"model_path": "/m", "tp_size": 2})
+    assert a == b == {"id": a["id"], "version": "0.5.11", "argv": ["--model-path", "/m", "--tp-size", "2"]}
+
+
+def test_no_speculation_skips_the_accept_gate_and_no_floor_skips_the_floor():
+    args = {k: v for k, v in ARGS.items() if not k.startswith("speculative")}
+    r = run(bench(22.7, 85.0, accept=None), th=dict(TH, min_decode_tok_s=0), args=args)
+    assert r["ok"] is True
+    assert r["lines"][1] == "floor: no sglang_verify_min_decode_tok_s set"
+    assert r["lines"][3] == "accept length: speculative decoding not configured"
+
+
+def test_roofline_unavailable_is_reported_not_fatal():
+    r = evaluate(bench(53.8, 192.0), TH, [], GPU, None, "0.5.11", ARGS, "ct129", "s")
+    assert r["ok"] is True
+    assert r["report"]["roofline"] == {"error": (
+        "model weight bytes unknown (set sglang_model_weight_bytes, or give the model folder a "
+        "model.safetensors.index.json / *.safetensors / config.json)")}
+    assert "roofline n/a" in r["line"]
+
+
+def test_bad_input():
+    with pytest.raises(VerifyError, match=r"^no single-stream \(concurrency 1\) benchmark result$"):
+        levels(bench(50.0, 100.0)[1:])
+    with pytest.raises(VerifyError, match="^two benchmark results at concurrency 1$"):
+        levels(bench(50.0, 100.0)[:1] * 2)
+    with pytest.raises(VerifyError, match="^thresholds out of range"):
+        run(bench(50.0, 100.0), th=dict(TH, regression_tolerance_pct=100))
+    with pytest.raises(VerifyError, match="^history_window must be a whole number >= 1, got 0$"):
+        baseline([], FP, 0)
+    assert median([3, 1, 2, 10]) == 2.5
+
+
+def test_read_history_skips_blank_and_broken_lines():
+    text = json.dumps(rec("a", 1.0, 2.0)) + "\n\n{not json\n[1]\n" + json.dumps(rec("b", 1.0, 2.0)) + "\n"
+    assert [r["generated_at"] for r in read_history(text)] == ["a", "b"]
