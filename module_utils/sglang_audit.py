@@ -522,12 +522,14 @@ def compare_resolved(findings, resolved: dict, why: str = _UNMODELLED) -> tuple[
             key = FINDING_VALUES[f.name]
             if key not in resolved:
                 continue
-            if isinstance(f.value, (int, float)) and not isinstance(f.value, bool) and f.reason == "set explicitly":
-                if resolved[key] is not None and not _same(f.value, resolved[key]):
+            if isinstance(f.value, (int, float)) and not isinstance(f.value, bool) and f.reason == "set explicitly" \
+                    and resolved[key] is not None:
+                if not _same(f.value, resolved[key]):
                     miss(f, f"{_show(f.value)} (set explicitly)", f"{key}={_show(resolved[key])}")
-                    continue
-            lines.append(f"  {f.name}: server resolved {key}={_show(resolved[key])}"
-                         + (" (auto at start)" if f.value == "auto" or f.reason != "set explicitly" else ""))
+                else:
+                    lines.append(f"  {f.name}: {_show(resolved[key])}, as predicted ({key}={_show(resolved[key])})")
+                continue
+            lines.append(f"  {f.name}: server resolved {key}={_show(resolved[key])} (predicted {_show(f.value)})")
         else:
             got = _on_at_runtime(f.name, resolved)
             if got is None:
