@@ -8,7 +8,8 @@ and arguments. Output: a report with three gates, each `pass`, `fail` or `skip`:
 - `floor`: single-stream decode tok/s >= `min_decode_tok_s` (0: no floor);
 - `history`: each measured metric (single-stream decode tok/s, output tok/s at every other
   concurrency level) within `regression_tolerance_pct` % below the median of the host's last
-  `history_window` PASSING runs with the same fingerprint (SGLang version + normalised argv);
+  `history_window` PASSING runs with the same fingerprint (SGLang version + normalised argv)
+  and the same workload (API, input/output lengths, concurrency levels);
   no such run yet: `skip`, and this run starts the baseline;
 - `accept_length`: speculative decoding configured -> the server's accept length >=
   `min_accept_length` (0: off); none reported counts as a failure (MTP silently off).
@@ -105,6 +106,7 @@ def levels(bench):
             "completed": res.get("completed"),
             "failed": res.get("failed"),
             "accept_length": res.get("spec_accept_length"),
+            "api": res.get("api"),
             "input_len": res.get("input_len"),
             "output_len": res.get("output_len"),
             "repeats": res.get("repeats"),
@@ -132,17 +134,25 @@ def metric_label(name):
     return "single-stream decode" if kind == "decode_tok_s" else f"output at concurrency {c}"
 
 
-def baseline(history, fp_id, window):
+def workload(lv):
+    """The benchmark's shape (`completions in=512 out=256 c=1,4`): runs of other shapes never compare."""
+    row = lv[0]
+    return (f"{row.get('api') or 'completions'} in={row.get('input_len')} out={row.get('output_len')} "
+            f"c={','.join(str(r['concurrency']) for r in lv)}")
+
+
+def baseline(history, fp_id, window, shape=None):
     """Median per metric over the last `window` passing records with fingerprint `fp_id`.
 
-    Records of other fingerprints (version or flags), failed runs and check-mode runs are ignored.
+    Records of other fingerprints (version or flags), of another workload `shape` (when given),
+    failed runs and check-mode runs are ignored.
     Returns {"runs": n, "window": window, "since": first stamp, "last": last stamp,
     "median": {metric: value}, "accept_length": median or None}.
     """
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise VerifyError(f"history_window must be a whole number >= 1, got {window!r}")
     same = [r for r in history if isinstance(r, dict) and r.get("fingerprint") == fp_id and r.get("passed") is True
-            and isinstance(r.get("metrics"), dict)]
+            and isinstance(r.get("metrics"), dict) and (shape is None or r.get("workload") == shape)]
     same.sort(key=lambda r: str(r.get("generated_at", "")))
     used = same[-window:]
     med = {}
@@ -206,7 +216,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     accept = lv[0]["accept_length"]
     if not _num(accept):
         accept = next((row["accept_length"] for row in lv if _num(row["accept_length"])), None)
-    base = baseline(history, fp["id"], window)
+    shape = workload(lv)
+    base = baseline(history, fp["id"], window, shape)
     roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
     eff = None if "error" in roof else efficiency_pct(decode, roof)
     side = f"{_hist_text(base, DECODE)}; {_roof_text(roof, decode)}"
@@ -228,7 +239,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     # (b) regression against the host's own history
     if not base["runs"]:
         gates.append({"gate": "history", "status": "skip", "message": (
-            f"history: no passing run of sglang {fp['version']} with these flags (fingerprint {fp['id']}) yet; "
+            f"history: no passing run of sglang {fp['version']} with these flags (fingerprint {fp['id']}) and this "
+            f"workload ({shape}) yet; "
             f"this run starts the baseline ({_roof_text(roof, decode)})")})
     else:
         rows, failed = [], []
@@ -245,7 +257,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             if row["status"] == "fail":
                 failed.append(row)
         hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
-                   f"with these flags, fingerprint {fp['id']}, {base['since']} .. {base['last']}")
+                   f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}")
         if failed:
             parts = [f"{metric_label(r['metric'])} {_fmt(r['measured'])} is {-r['change_pct']:.1f} % below the "
                      f"history median {_fmt(r['history_median'])} (threshold {_fmt(r['threshold'])} = median - "
@@ -303,13 +315,14 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             + (f"; {others}" if others else "")
             + " [" + ", ".join(f"{g} {status[g]}" for g in GATES) + "]")
     record = {
-        "generated_at": stamp, "host": host, "version": fp["version"], "fingerprint": fp["id"], "passed": ok,
-        "gates": status, "metrics": metrics, "accept_length": accept,
+        "generated_at": stamp, "host": host, "version": fp["version"], "fingerprint": fp["id"], "workload": shape,
+        "passed": ok, "gates": status, "metrics": metrics, "accept_length": accept,
         "efficiency_pct": eff, "upper_bound_tok_s": roof.get("upper_bound_tok_s"),
     }
     report = {
         "host": host, "generated_at": stamp, "passed": ok, "line": line, "failures": failures,
-        "sglang_version": fp["version"], "fingerprint": fp, "speculative_algorithm": algo,
+        "sglang_version": fp["version"], "fingerprint": fp, "workload": shape,
+        "speculative_algorithm": algo,
         "thresholds": {"min_decode_tok_s": floor, "min_accept_length": min_acc, "history_window": window,
                        "regression_tolerance_pct": tol},
         "gates": gates, "levels": lv, "metrics": metrics, "accept_length": accept,

@@ -22,6 +22,8 @@ TH = {"min_decode_tok_s": 50, "min_accept_length": 2.5, "history_window": 3, "re
 W = 27_000_000_000
 FP = fingerprint("0.5.11", ARGS)["id"]
 ROOF = "roofline 150.6 tok/s at accept length 3.19"
+SHAPE = {"api": "completions", "input_len": 512, "output_len": 256}
+WL = "completions in=512 out=256 c=1,4"
 CHECK_SPEED = ("check: GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), other processes on the GPUs "
                "(nvidia-smi), the resolved settings (ansible-playbook audit.yml -l ct129), the service log")
 CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.yml -l ct129: speculative_algorithm "
@@ -32,14 +34,14 @@ CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.y
 def bench(decode, out4, accept=3.19):
     return [
         {"concurrency": 1, "decode_tok_s_per_stream": {"p50": decode}, "output_throughput": decode * 0.93,
-         "spec_accept_length": accept, "completed": 6, "failed": 0},
+         "spec_accept_length": accept, "completed": 6, "failed": 0, **SHAPE},
         {"concurrency": 4, "decode_tok_s_per_stream": {"p50": decode * 0.97}, "output_throughput": out4,
-         "spec_accept_length": accept, "completed": 24, "failed": 0},
+         "spec_accept_length": accept, "completed": 24, "failed": 0, **SHAPE},
     ]
 
 
-def rec(stamp, decode, out4, passed=True, fp=FP, accept=3.19):
-    return {"generated_at": stamp, "fingerprint": fp, "passed": passed, "accept_length": accept,
+def rec(stamp, decode, out4, passed=True, fp=FP, accept=3.19, wl=WL):
+    return {"generated_at": stamp, "fingerprint": fp, "workload": wl, "passed": passed, "accept_length": accept,
             "metrics": {"decode_tok_s@1": decode, "output_tok_s@4": out4}}
 
 
@@ -61,12 +63,13 @@ def test_pass_with_history():
         f"floor: single-stream decode 53.8 tok/s >= floor 50.0 tok/s (history median 54.0 tok/s over 3 passing runs; "
         f"{ROOF}, measured 35.7 % of it)",
         f"history: within 5 % of the median of the last 3 passing runs of sglang 0.5.11 with these flags, fingerprint "
-        f"{FP}, 20261130T070000Z .. 20261130T072000Z (largest change -1.5 % in output at concurrency 4)",
+        f"{FP}, workload {WL}, 20261130T070000Z .. 20261130T072000Z (largest change -1.5 % in output at concurrency 4)",
         f"accept length: 3.19 >= minimum 2.5 (history median 3.19; speculative_algorithm NEXTN; single-stream decode "
         f"53.8 tok/s, {ROOF}, measured 35.7 % of it)",
     ]
     assert r["record"] == {
-        "generated_at": "20261130T080000Z", "host": "ct129", "version": "0.5.11", "fingerprint": FP, "passed": True,
+        "generated_at": "20261130T080000Z", "host": "ct129", "version": "0.5.11", "fingerprint": FP, "workload": WL,
+        "passed": True,
         "gates": {"floor": "pass", "history": "pass", "accept_length": "pass"},
         "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "accept_length": 3.19,
         "efficiency_pct": 35.7, "upper_bound_tok_s": 150.6,
@@ -92,7 +95,7 @@ def test_history_fails_above_the_floor():
         "history: single-stream decode 48.4 tok/s is 10.4 % below the history median 54.0 tok/s (threshold 51.3 tok/s "
         "= median - 5 %); output at concurrency 4 176.0 tok/s is 9.7 % below the history median 195.0 tok/s "
         f"(threshold 185.2 tok/s = median - 5 %) (last 3 passing runs of sglang 0.5.11 with these flags, fingerprint "
-        f"{FP}, 20261130T070000Z .. 20261130T072000Z; floor 40.0 tok/s; roofline 150.6 tok/s at accept length 3.19, "
+        f"{FP}, workload {WL}, 20261130T070000Z .. 20261130T072000Z; floor 40.0 tok/s; roofline 150.6 tok/s at accept length 3.19, "
         "measured 32.1 % of it); check: what changed since 20261130T072000Z (driver, CUDA, firmware, GPU clocks, "
         "other load on the host, the model files), then GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), "
         "other processes on the GPUs (nvidia-smi), the resolved settings (ansible-playbook audit.yml -l ct129), "
@@ -124,19 +127,20 @@ def test_no_history_yet_skips_the_history_gate():
     r = run(bench(53.8, 192.0))
     assert r["ok"] is True
     assert r["lines"][2] == (
-        f"history: no passing run of sglang 0.5.11 with these flags (fingerprint {FP}) yet; this run starts the "
-        f"baseline ({ROOF}, measured 35.7 % of it)")
+        f"history: no passing run of sglang 0.5.11 with these flags (fingerprint {FP}) and this workload ({WL}) yet; "
+        f"this run starts the baseline ({ROOF}, measured 35.7 % of it)")
     assert r["record"]["gates"]["history"] == "skip"
     assert r["line"].startswith("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, no history yet, ")
 
 
-def test_history_of_other_versions_flags_failed_runs_is_ignored():
+def test_history_of_other_versions_flags_workloads_failed_runs_is_ignored():
     other_flags = fingerprint("0.5.11", dict(ARGS, speculative_num_steps=1))["id"]
     other_version = fingerprint("0.5.12", ARGS)["id"]
     assert len({FP, other_flags, other_version}) == 3
     history = [rec("20261130T060000Z", 90.0, 300.0, fp=other_flags),
                rec("20261130T061000Z", 90.0, 300.0, fp=other_version),
                rec("20261130T062000Z", 90.0, 300.0, passed=False),
+               rec("20261130T062500Z", 90.0, 300.0, wl="completions in=128 out=64 c=1,4"),
                rec("20261130T063000Z", 53.0, 190.0)]
     r = run(bench(52.0, 188.0), history)
     assert r["ok"] is True
@@ -144,7 +148,7 @@ def test_history_of_other_versions_flags_failed_runs_is_ignored():
                                       "median": {"decode_tok_s@1": 53.0, "output_tok_s@4": 190.0},
                                       "accept_length": 3.19}
     # and with only the other records, no history at all
-    r = run(bench(52.0, 188.0), history[:3])
+    r = run(bench(52.0, 188.0), history[:4])
     assert r["record"]["gates"]["history"] == "skip"
 
 
