@@ -213,9 +213,9 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     lv = levels(bench)
     metrics = metrics_of(lv)
     decode = metrics[DECODE]
-    accept = lv[0]["accept_length"]
-    if not _num(accept):
-        accept = next((row["accept_length"] for row in lv if _num(row["accept_length"])), None)
+    # An accept length of 0 (the /metrics gauge of a server that never verified a draft) is none.
+    accept = next((row["accept_length"] for row in lv if _num(row["accept_length"]) and row["accept_length"] > 0),
+                  None)
     shape = workload(lv)
     base = baseline(history, fp["id"], window, shape)
     roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)

@@ -114,8 +114,10 @@ def test_accept_length_too_low_fails():
     ]
 
 
-def test_no_accept_length_reported_with_speculative_configured_fails():
-    r = run(bench(22.7, 85.0, accept=None), th=dict(TH, min_decode_tok_s=20))
+@pytest.mark.parametrize("accept", [None, 0.0], ids=["none", "metrics-gauge-zero"])
+def test_no_accept_length_reported_with_speculative_configured_fails(accept):
+    r = run(bench(22.7, 85.0, accept=accept), th=dict(TH, min_decode_tok_s=20))
+    assert r["report"]["accept_length"] is None
     assert r["failures"] == [
         "accept length: speculative_algorithm NEXTN is configured but the server reports no accept length (minimum "
         "2.5; history median n/a): speculative decoding is not running; single-stream decode 22.7 tok/s, roofline "
