@@ -75,7 +75,14 @@ ALIAS_DESTS = {
     "data_parallel_size": "dp_size",
     "expert_parallel_size": "ep_size",
 }
+# A flag is secret when its dest is one of these or ends with "_<one of these>" (api_key,
+# admin_api_key, hf_token...), never merely containing the word (speculative_num_draft_tokens).
 SECRET_WORDS = ("api_key", "token", "secret", "password")
+
+
+def is_secret_dest(dest: str) -> bool:
+    return any(dest == w or dest.endswith("_" + w) for w in SECRET_WORDS)
+
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06,
@@ -258,7 +265,7 @@ def strip_secrets(parser: argparse.ArgumentParser, argv: list) -> list:
             name, eq, _ = tok.partition("=")
             hits = [o for o in opts if o == name] or [o for o in opts if o.startswith(name)]
             dest = opts[hits[0]].dest if len(hits) == 1 else ""
-            if any(w in dest for w in SECRET_WORDS):
+            if dest and is_secret_dest(dest):
                 skip = not eq
                 continue
         out.append(tok)
