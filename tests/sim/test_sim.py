@@ -252,6 +252,7 @@ def test_ct129_server_info_resolution(ct129):
         assert info["api_key"] == "s3cret"       # the real record keeps it; argv loses it
         assert "s3cret" not in info["launch_command"]
         assert "--api-key" not in info["launch_command"]
+        assert "--speculative-num-draft-tokens 4" in info["launch_command"]  # "tokens" is no secret
         assert info["launch_command"].endswith("--context-length 131072 --enable-metrics")
         assert 2.5 < info["internal_states"][0]["avg_spec_accept_length"] <= 3.2
 
