@@ -102,3 +102,13 @@ def test_secrets_stay_in_the_root_only_environment_file(lab):
     # the key is in force: the server refuses a request without it
     code = host.check_output("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models")
     assert code == "401"
+
+
+def test_secrets_stay_out_of_the_controller_reports(lab):
+    name, _, hv = lab
+    secrets = hv.get("sglang_service_secrets", {}).values()
+    reports = sorted((REPO / "reports" / name).glob("*.json"))
+    assert reports, f"deploy wrote no audit/verify report for {name}"
+    for report in reports:
+        text = report.read_text()
+        assert not [s for s in secrets if s in text], f"a secret leaked into {report}"
