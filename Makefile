@@ -5,12 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 LAB_INVENTORY := inventories/lab/hosts.yml
+LAB_HOSTS := ct129 h200x2 h200x1
 PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit molecule venv lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
-        deploy audit verify drift lock clean
+.PHONY: help demo test lint unit molecule venv audit verify report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+        deploy lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -49,9 +50,19 @@ lab-prepare: lab-up ## Put the simulator and the declared models on the lab host
 deploy: venv ## ansible-playbook deploy.yml on the lab fleet
 	$(PLAYBOOK) deploy.yml
 
-demo: lab-prepare ## Lab fleet up, deploy, show each host's service and health
+demo: lab-prepare ## Lab fleet up, deploy (checks, install, audit, verify), show each host's service and the fleet report
 	$(PLAYBOOK) deploy.yml
 	$(PLAYBOOK) lab/show.yml
+	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
+
+audit: venv ## ansible-playbook audit.yml on the lab fleet
+	$(PLAYBOOK) audit.yml
+
+verify: venv ## ansible-playbook verify.yml on the lab fleet
+	$(PLAYBOOK) verify.yml
+
+report: venv ## The fleet's latest audit and verify results as one table
+	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
 
 lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/yamllint --strict .

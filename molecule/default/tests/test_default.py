@@ -107,7 +107,7 @@ def test_secrets_stay_in_the_root_only_environment_file(lab):
 def test_secrets_stay_out_of_the_controller_reports(lab):
     name, _, hv = lab
     secrets = hv.get("sglang_service_secrets", {}).values()
-    reports = sorted((REPO / "reports" / name).glob("*.json"))
+    reports = sorted((REPO / "reports" / "molecule" / name).glob("*.json"))
     assert reports, f"deploy wrote no audit/verify report for {name}"
     for report in reports:
         text = report.read_text()

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Print the fleet's latest audit and verify results as one table.
+
+    scripts/fleet_report.py [--reports reports] [host ...]
+
+Reads `<reports>/<host>/latest.json` (sglang_audit) and `verify-latest.json` (sglang_verify),
+written on the controller by deploy.yml, audit.yml and verify.yml. Exit 1 when a host's
+latest audit or verification failed, 2 when there is nothing to report.
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+NOT_ON = ("auto-disabled", "unavailable on this hardware")
+
+
+def _load(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def host_row(folder):
+    audit, verify = _load(folder / "latest.json"), _load(folder / "verify-latest.json")
+    row = {"host": folder.name, "ok": True}
+    if audit:
+        sg, hw = audit.get("sglang", {}), audit.get("hardware", {})
+        row["sglang"] = f"{sg.get('version', '?')} (era {sg.get('era', '?')})"
+        row["gpus"] = f"{hw.get('gpu_count', '?')}x {hw.get('gpu_model', '?')} ({hw.get('source', '?')})"
+        off = [f"{f['name']}: {f['status']}" for f in audit.get("findings", []) if f.get("status") in NOT_ON]
+        row["left on the table"] = "; ".join(off) or "nothing"
+        row["audit"] = "ok" if audit.get("ok") else f"FAILED ({len(audit.get('failures', []))})"
+        row["ok"] &= bool(audit.get("ok"))
+    if verify:
+        bound = (verify.get("roofline") or {}).get("upper_bound_tok_s")
+        single = (verify.get("metrics") or {}).get("decode_tok_s@1")
+        row["decode tok/s"] = f"{single:.1f}" if isinstance(single, (int, float)) else "?"
+        row["roofline tok/s"] = f"{bound:.0f}" if isinstance(bound, (int, float)) else "?"
+        eff = verify.get("efficiency_pct")
+        row["of roofline"] = f"{eff:.0f} %" if isinstance(eff, (int, float)) else "?"
+        row["verify"] = "PASS" if verify.get("passed") else "FAIL"
+        row["ok"] &= bool(verify.get("passed"))
+    return row if (audit or verify) else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=pathlib.Path, default=REPO / "reports")
+    parser.add_argument("hosts", nargs="*")
+    args = parser.parse_args()
+    folders = [args.reports / h for h in args.hosts] or sorted(p for p in args.reports.glob("*") if p.is_dir())
+    rows = [r for r in (host_row(f) for f in folders) if r]
+    if not rows:
+        print(f"no reports under {args.reports}: run deploy.yml, audit.yml or verify.yml first", file=sys.stderr)
+        return 2
+    cols = ["host", "sglang", "gpus", "audit", "verify", "decode tok/s", "roofline tok/s", "of roofline",
+            "left on the table"]
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r.get(c, "-")) for c in cols) + " |")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
