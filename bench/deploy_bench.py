@@ -76,11 +76,13 @@ def main():
         timed([*lab, "up", "--inventory", str(inventory), "--prefix", PREFIX])
         playbook(inventory, "lab/prepare.yml")
         rows.append(("first deploy.yml, 3 fresh hosts (wheel cache warm)", [playbook(inventory, "deploy.yml")]))
-        noop, bare = [], []
+        noop, noop_core, bare = [], [], []
         for _ in range(args.rounds):
             noop.append(playbook(inventory, "deploy.yml"))
+            noop_core.append(playbook(inventory, "deploy.yml", "--skip-tags", "sglang_verify"))
             bare.append(playbook(inventory, str(ping)))
         rows.append(("no-op re-deploy.yml, 3 hosts", noop))
+        rows.append(("no-op re-deploy.yml --skip-tags sglang_verify, 3 hosts", noop_core))
         rows.append(("bare ping play, 3 hosts", bare))
         lock = "/opt/ml-env/locks/sglang-0.5.11-light.txt"
         common = f"--find-links /opt/ml-env/wheelhouse -r {lock} --no-deps --no-index -q"
