@@ -44,7 +44,8 @@ def render():
         for name, opt in spec["options"].items():
             kind = opt.get("type", "str") + (f" ({', '.join(opt['choices'])})" if "choices" in opt else "")
             desc = opt["description"] if isinstance(opt["description"], str) else " ".join(opt["description"])
-            out.append(f"| `{name}` | {kind} | {_default(role_dir, name)} | {desc} |")
+            cells = [f"`{name}`", kind, _default(role_dir, name), desc]
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     out += ["", END]
     return "\n".join(out)
 
