@@ -211,10 +211,11 @@ def test_runtime_server_started_with_other_flags(tmp_path):
     finally:
         sim.proc.terminate()
         sim.proc.wait(10)
-    # launch_command says 1 step; the simulator (like SGLang's secret filter) drops --speculative-num-draft-tokens
+    # launch_command says 1 step and 2 draft tokens: both differ from the inventory's 3 and 4
     assert report["failures"][0] == (
-        "ct129: the server was not started with the inventory's SGLang and arguments: speculative_num_steps "
-        "(inventory 3, server 1). Run deploy.yml to restart it with the inventory's.")
+        "ct129: the server was not started with the inventory's SGLang and arguments: speculative_num_draft_tokens "
+        "(inventory 4, server 2); speculative_num_steps (inventory 3, server 1). Run deploy.yml to restart it "
+        "with the inventory's.")
     assert report["failures"][1].startswith(
         "ct129: SGLang resolved speculative decoding differently than predicted: predicted on (EAGLE 3/1/4), rule "
         "sglang/srt/server_args.py:3310, server says speculative_algorithm=EAGLE speculative_num_steps=1 "
