@@ -10,7 +10,7 @@ PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit molecule venv audit verify report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint unit lab-test molecule venv audit verify report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy lock clean
 
 help: ## List the targets
@@ -70,12 +70,15 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ruff check .
 
 unit: venv ## pytest: filters, modules, source reader on real wheels, bench client on llama-server, simulator
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not lab"
+
+lab-test: venv lab-image ## pytest -m lab: audit, verify and drift end to end on lab hosts of their own
+	$(BIN)/pytest -m lab
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
 
-test: lint unit molecule ## Everything CI runs
+test: lint unit molecule lab-test ## Everything CI runs
 
 clean: lab-down ## Remove the lab and local caches
 	rm -rf .lab .cache
