@@ -265,18 +265,20 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
         # (c) the unit on disk against the running process
         if unit.get("argv") is not None:
             ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
-            pending = [f"{k} {_show(ulaunch[k])} (running {_show(running[k])})"
-                       for k in ("python", "launcher", "entrypoint") if ulaunch[k] != running[k]]
+            pending = [(k, ulaunch[k], running[k]) for k in ("python", "launcher", "entrypoint")
+                       if ulaunch[k] != running[k]]
             uset, uerr = settings_of(ulaunch, "the unit's")
             if uerr:
-                pending.append(uerr)
+                pending.append(("argv", uerr, "parses"))
             elif have is not None and uset is not None:
-                pending += [f"{k} {_show(u)} (running {_show(r)})" for k, u, r in diff_settings(uset, have)]
+                pending += diff_settings(uset, have)
             elif ulaunch["sglang_argv"] != running["sglang_argv"]:
-                pending.append("other SGLang arguments")
+                pending.append(("argv", " ".join(mask_argv(ulaunch["sglang_argv"])),
+                                " ".join(mask_argv(running["sglang_argv"]))))
             if pending:
-                items.append(_item("pending restart", "the unit on disk = the running process",
-                                   "the unit on disk has " + "; ".join(pending),
+                items.append(_item("pending restart (the unit on disk differs from the running process)",
+                                   "; ".join(f"{k} {_show(u)} (unit)" for k, u, _ in pending),
+                                   "; ".join(f"{k} {_show(r)} (running)" for k, _, r in pending),
                                    f"{deploy} (renders the inventory's unit and restarts {service})"))
     elif unit.get("argv") is not None:
         ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
