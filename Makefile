@@ -50,8 +50,9 @@ lab-prepare: lab-up ## Put the simulator and the declared models on the lab host
 deploy: venv ## ansible-playbook deploy.yml on the lab fleet
 	$(PLAYBOOK) deploy.yml
 
-demo: lab-prepare ## Lab fleet up, deploy (checks, install, audit, verify), show each host's service and the fleet report
+demo: lab-prepare ## Lab fleet up, deploy (checks, install, audit, verify), drift, show each host's service and the fleet report
 	$(PLAYBOOK) deploy.yml
+	$(PLAYBOOK) drift.yml
 	$(PLAYBOOK) lab/show.yml
 	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
 
@@ -61,7 +62,10 @@ audit: venv ## ansible-playbook audit.yml on the lab fleet
 verify: venv ## ansible-playbook verify.yml on the lab fleet
 	$(PLAYBOOK) verify.yml
 
-report: venv ## The fleet's latest audit and verify results as one table
+drift: venv ## ansible-playbook drift.yml on the lab fleet (read-only: where hosts differ from the inventory)
+	$(PLAYBOOK) drift.yml
+
+report: venv ## The fleet's latest audit, verify and drift results as one table
 	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
 
 lint: venv ## yamllint, ansible-lint (production profile), ruff

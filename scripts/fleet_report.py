@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Print the fleet's latest audit and verify results as one table.
+"""Print the fleet's latest audit, verify and drift results as one table.
 
     scripts/fleet_report.py [--reports reports] [host ...]
 
-Reads `<reports>/<host>/latest.json` (sglang_audit) and `verify-latest.json` (sglang_verify),
-written on the controller by deploy.yml, audit.yml and verify.yml. Exit 1 when a host's
-latest audit or verification failed, 2 when there is nothing to report.
+Reads `<reports>/<host>/latest.json` (sglang_audit), `verify-latest.json` (sglang_verify) and
+`drift-latest.json` (sglang_drift), written on the controller by deploy.yml, audit.yml,
+verify.yml and drift.yml. Exit 1 when a host's latest audit or verification failed or it
+drifted from the inventory, 2 when there is nothing to report.
 """
 
 import argparse
@@ -26,6 +27,7 @@ def _load(path):
 
 def host_row(folder):
     audit, verify = _load(folder / "latest.json"), _load(folder / "verify-latest.json")
+    drift = _load(folder / "drift-latest.json")
     row = {"host": folder.name, "ok": True}
     if audit:
         sg, hw = audit.get("sglang", {}), audit.get("hardware", {})
@@ -44,7 +46,11 @@ def host_row(folder):
         row["of roofline"] = f"{eff:.0f} %" if isinstance(eff, (int, float)) else "?"
         row["verify"] = "PASS" if verify.get("passed") else "FAIL"
         row["ok"] &= bool(verify.get("passed"))
-    return row if (audit or verify) else None
+    if drift:
+        n = drift.get("differences", 0)
+        row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
+        row["ok"] &= bool(drift.get("in_sync"))
+    return row if (audit or verify or drift) else None
 
 
 def main():
@@ -55,9 +61,9 @@ def main():
     folders = [args.reports / h for h in args.hosts] or sorted(p for p in args.reports.glob("*") if p.is_dir())
     rows = [r for r in (host_row(f) for f in folders) if r]
     if not rows:
-        print(f"no reports under {args.reports}: run deploy.yml, audit.yml or verify.yml first", file=sys.stderr)
+        print(f"no reports under {args.reports}: run deploy.yml, audit.yml, verify.yml or drift.yml first", file=sys.stderr)
         return 2
-    cols = ["host", "sglang", "gpus", "audit", "verify", "decode tok/s", "roofline tok/s", "of roofline",
+    cols = ["host", "sglang", "gpus", "audit", "verify", "drift", "decode tok/s", "roofline tok/s", "of roofline",
             "left on the table"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
