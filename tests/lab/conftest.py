@@ -1,0 +1,88 @@
+"""Lab fleets of their own for end-to-end tests (podman hosts over real SSH).
+
+Each test module starts its own copy of the lab inventory on its own /24 and container
+prefix, so tests never touch the demo fleet (sglang-lab) or molecule (sglang-mol), and keep
+their reports in a temporary folder so the demo fleet's verify history stays clean.
+Needs podman and the lab image (`make lab-image`).
+"""
+
+import contextlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BIN = REPO / ".venv" / "bin"
+KEY = REPO / ".lab" / "ssh" / "id_ed25519"
+IMAGE = "localhost/sglang-fleet-lab:bookworm"
+ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SGLANG_FLEET_LAB_KEY": str(KEY),
+       "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+
+
+def run(argv, timeout=600):
+    p = subprocess.run([str(a) for a in argv], cwd=REPO, env=ENV, capture_output=True, text=True,
+                       timeout=timeout, check=False)
+    return p.returncode, p.stdout + p.stderr
+
+
+def recap(out, host):
+    """A host's PLAY RECAP counters from ansible-playbook output."""
+    m = re.search(rf"^{host}\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
+    assert m, out
+    return {"ok": int(m.group(1)), "changed": int(m.group(2)), "failed": int(m.group(4))}
+
+
+def unflow(out):
+    """The play output with the YAML callback's line folding undone (for substring checks)."""
+    return re.sub(r"\s*\n\s+", " ", out)
+
+
+class LabFleet:
+    """A running copy of the lab inventory: play(), ssh(), and where its reports go."""
+
+    def __init__(self, inventory, reports):
+        self.inventory = inventory
+        self.reports = reports
+        data = yaml.safe_load(inventory.read_text())
+        hosts = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"]
+        self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
+
+    def play(self, *args, timeout=600):
+        extra = ["-e", f"sglang_audit_report_dir={self.reports}", "-e", f"sglang_verify_report_dir={self.reports}",
+                 "-e", f"sglang_drift_report_dir={self.reports}"]
+        return run([BIN / "ansible-playbook", "-i", self.inventory, *extra, *args], timeout)
+
+    def ssh(self, host, command):
+        rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+                       "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{self.ip[host]}", command], 60)
+        assert rc == 0, out
+        return out
+
+
+@contextlib.contextmanager
+def lab_fleet(tmp_path, prefix, subnet, hosts=None):
+    """Start the lab hosts (all, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman not installed (make lab-deps)")
+    if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode:
+        pytest.skip("lab image missing (make lab-image)")
+    inv = tmp_path / "lab"
+    shutil.copytree(REPO / "inventories" / "lab", inv)
+    inventory = inv / "hosts.yml"
+    data = yaml.safe_load(inventory.read_text())
+    group = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]
+    group["hosts"] = {name: {"ansible_host": spec["ansible_host"].replace("10.89.77.", subnet)}
+                      for name, spec in group["hosts"].items() if hosts is None or name in hosts}
+    inventory.write_text(yaml.safe_dump(data))
+    lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
+    rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build"])
+    assert rc == 0, out
+    try:
+        yield LabFleet(inventory, tmp_path / "reports")
+    finally:
+        run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
