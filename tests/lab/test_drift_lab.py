@@ -1,0 +1,132 @@
+"""drift.yml on lab hosts of its own (10.89.82.0/24, containers sglang-drift-*).
+
+inventories/lab copied to a scratch inventory; `lab/lab.py up/down --prefix sglang-drift` (other
+prefixes are never touched); lab/prepare.yml and deploy.yml without the benchmark. Then: the
+fleet is in sync (also under --check, changed=0); ct129's unit edited by hand and restarted
+(mem_fraction_static 0.88 -> 0.80) makes drift.yml fail naming the setting, both values and the
+fix, while the other hosts stay in sync; deploy.yml -l ct129 brings it back and drift passes.
+Reports go to a temp folder, never reports/. Needs podman and the lab image (make lab-image).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BIN = REPO / ".venv" / "bin"
+KEY = REPO / ".lab" / "ssh" / "id_ed25519"
+PREFIX = "sglang-drift"
+CT129 = "10.89.82.11"
+ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SGLANG_FLEET_LAB_KEY": str(KEY),
+       "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+
+
+def run(argv, timeout=600):
+    p = subprocess.run([str(a) for a in argv], cwd=REPO, env=ENV, capture_output=True, text=True,
+                       timeout=timeout, check=False)
+    return p.returncode, p.stdout + p.stderr
+
+
+def recap(out):
+    return {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
+        r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", out, re.M)}
+
+
+def unflow(out):
+    """The play output with the YAML callback's line folding undone (for substring checks)."""
+    return re.sub(r"\s*\n\s+", " ", out)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if shutil.which("podman") is None:
+        pytest.skip("podman not installed (make lab-deps)")
+    if subprocess.run(["podman", "image", "exists", "localhost/sglang-fleet-lab:bookworm"], check=False).returncode:
+        pytest.skip("lab image missing (make lab-image)")
+    tmp = tmp_path_factory.mktemp("drift-lab")
+    shutil.copytree(REPO / "inventories" / "lab", tmp / "lab")
+    hosts = tmp / "lab" / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace("10.89.77.", "10.89.82."))
+    reports = tmp / "reports"
+    lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
+    rc, out = run([*lab_py, "up", "--inventory", hosts, "--prefix", PREFIX, "--no-build"])
+    assert rc == 0, out
+    try:
+        def play(*args, timeout=600):
+            extra = json.dumps({"sglang_drift_report_dir": str(reports), "sglang_audit_report_dir": str(reports)})
+            return run([BIN / "ansible-playbook", "-i", hosts, "-e", extra, *args], timeout)
+
+        rc, out = play("lab/prepare.yml")
+        assert rc == 0, out
+        rc, out = play("deploy.yml", "--skip-tags", "sglang_verify")
+        assert rc == 0, out
+        yield play, reports
+    finally:
+        run([*lab_py, "down", "--inventory", hosts, "--prefix", PREFIX])
+
+
+def ssh(ip, command):
+    rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+                   "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{ip}", command], 60)
+    assert rc == 0, out
+    return out
+
+
+def latest(reports, host):
+    return json.loads((reports / host / "drift-latest.json").read_text())
+
+
+def test_drift_in_sync_then_hand_edit_then_deploy_brings_it_back(lab):
+    play, reports = lab
+
+    # a fresh deploy is in sync, with and without --check, and drift never changes anything
+    for mode in ([], ["--check"]):
+        rc, out = play("drift.yml", *mode)
+        assert rc == 0, out
+        flat = unflow(out)
+        assert "drift: 3 hosts in sync, 0 drifted" in flat
+        for host in ("ct129", "h200x1", "h200x2"):
+            assert f"{host}: in sync" in flat
+        assert recap(out) == {h: {"changed": 0, "failed": 0} for h in ("ct129", "h200x1", "h200x2")}
+    report = latest(reports, "ct129")
+    assert report["in_sync"] is True and report["check_mode"] is True
+    assert report["running"]["venv"] == "/opt/ml-env/sglang-0.5.11"
+    assert report["installed"]["version"] == "0.5.11" and report["installed"]["marker"] == "matches"
+    assert report["service"]["active_state"] == "active" and report["service"]["unit_file_state"] == "enabled"
+
+    # by hand on ct129: another memory fraction in the unit, reloaded and restarted
+    ssh(CT129, "sed -i 's/--mem-fraction-static 0.88/--mem-fraction-static 0.80/' /etc/systemd/system/sglang.service"
+               " && systemctl daemon-reload && systemctl restart sglang")
+    assert "--mem-fraction-static\n0.80\n" in ssh(CT129, "tr '\\0' '\\n' < /proc/$(pgrep -of sglang_launch)/cmdline")
+    rc, out = play("drift.yml")
+    flat = unflow(out)
+    assert rc == 2, out
+    assert ("ct129: mem_fraction_static: desired 0.88, actual 0.8 -> fix: run deploy.yml -l ct129") in flat
+    assert "drift: 2 hosts in sync, 1 drifted (ct129: 1)" in flat
+    assert "ct129 drifted from the inventory" in flat
+    assert recap(out) == {"ct129": {"changed": 0, "failed": 1}, "h200x1": {"changed": 0, "failed": 0},
+                          "h200x2": {"changed": 0, "failed": 0}}
+    report = latest(reports, "ct129")
+    assert report["items"] == [{"what": "mem_fraction_static", "desired": 0.88, "actual": 0.8,
+                                "fix": "run deploy.yml -l ct129"}]
+    assert latest(reports, "h200x1")["in_sync"] is True
+    rc, table = run([BIN / "python", "scripts/fleet_report.py", "--reports", reports, "ct129", "h200x1"])
+    assert rc == 1, table
+    assert re.search(r"^\| ct129 \|.*\| 1 difference \|", table, re.M), table
+    assert re.search(r"^\| h200x1 \|.*\| in sync \|", table, re.M), table
+
+    # deploy.yml puts the inventory's unit back and restarts; drift passes again
+    rc, out = play("deploy.yml", "-l", "ct129", "--skip-tags", "sglang_verify")
+    assert rc == 0, out
+    rc, out = play("drift.yml", "-l", "ct129")
+    assert rc == 0, out
+    assert "drift: 1 host in sync, 0 drifted" in unflow(out)
+    assert latest(reports, "ct129")["in_sync"] is True
