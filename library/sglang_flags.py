@@ -70,9 +70,17 @@ def main():
             msg=f"{where}sglang {src.version} would refuse to start with these arguments "
                 f"(nothing was changed):\n{lines}\nFix sglang_args in the inventory and re-run.",
             **result)
-    result["normalised"] = {k: v for k, v in normalise_argv(src, module.params["argv"]).items()}
+    result["normalised"] = normalise_argv(src, module.params["argv"])
     for p in problems:
         module.warn(f"{where}{p.message}")
+    known = set(src.option_strings())
+    for token in module.params["argv"]:
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and name not in known:
+            full = sorted(o for o in known if o.startswith(name))
+            module.warn(f"{where}{name} is an abbreviation of {full[0] if len(full) == 1 else ' / '.join(full)} "
+                        f"that sglang {src.version} accepts; write the full name: a prefix breaks when a later "
+                        "release adds a flag that shares it (--cuda-graph-max-bs became ambiguous in 0.5.20)")
     module.exit_json(**result)
 
 

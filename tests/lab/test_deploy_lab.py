@@ -71,7 +71,8 @@ def test_second_deploy_changes_nothing_and_check_diff_is_clean(fleet):
         ({"sglang_args": {**CT129_ARGS, "api_key": "s3cret-value"}},
          "sglang_args.api_key is a secret and would be visible in the unit file and in the process list; set it "
          "in sglang_service_secrets.SGLANG_API_KEY"),
-        ({"sglang_args": {**CT129_ARGS, "speculative_num_step": 3}}, "--speculative-num-steps"),
+        ({"sglang_args": {**CT129_ARGS, "speculative_num_stpes": 3}},
+         "sglang 0.5.11 would refuse to start with these arguments (nothing was changed)"),
         ({"sglang_service_ready_timout_s": 10},
          "unknown variable sglang_service_ready_timout_s: did you mean sglang_service_ready_timeout_s?"),
         ({"sglang_service_ready_timeout_s": "soon"}, "sglang_service_ready_timeout_s"),

@@ -4,8 +4,6 @@ import asyncio
 import hashlib
 import itertools
 import json
-import pathlib
-import sys
 import urllib.request
 
 import pytest
@@ -14,11 +12,8 @@ from ansible.module_utils.bench_client import (
     run_benchmark,
     stream_request,
 )
-from make_tiny_model import make_tiny_model
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench_client"))
-
 from ansible_run import run_module
+from make_tiny_model import make_tiny_model
 
 pytestmark = pytest.mark.real_engine
 

@@ -1,4 +1,4 @@
-"""Run the sglang_bench module the way a playbook does: `ansible localhost -m sglang_bench` (repo ansible.cfg)."""
+"""Run one of the repo's modules the way a playbook does: `ansible localhost -m NAME` (repo ansible.cfg)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pathlib
 import subprocess
 import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_module(args: dict, check: bool = False, timeout: float = 120) -> tuple[int, dict, str]:
+def run_module(args: dict, check: bool = False, timeout: float = 120, module: str = "sglang_bench") -> tuple[int, dict, str]:
     """Return (rc, module result, raw output) of one ad-hoc run against localhost."""
     argv = [str(pathlib.Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "sglang_bench", "-a", json.dumps(args)]
+            "-e", f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)]
     if check:
         argv.append("--check")
     argv.append("-vvv")  # -vvv shows the module's invocation (where no_log must hide secrets)
