@@ -6,79 +6,29 @@ runtime audit fail with a clear message; a removed flag stops deploy.yml before 
 Needs podman and the lab image (`make lab-image`).
 """
 import json
-import os
-import pathlib
-import re
-import shutil
-import subprocess
 
 import pytest
+from lab_fleet import lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BIN = REPO / ".venv" / "bin"
-KEY = REPO / ".lab" / "ssh" / "id_ed25519"
-PREFIX = "sglang-audit"
-ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SGLANG_FLEET_LAB_KEY": str(KEY),
-       "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
 CT129_ARGS = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorithm": "NEXTN",
               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
               "mem_fraction_static": 0.88, "context_length": 131072}
 
 
-def run(argv, timeout=600):
-    p = subprocess.run([str(a) for a in argv], cwd=REPO, env=ENV, capture_output=True, text=True,
-                       timeout=timeout, check=False)
-    return p.returncode, p.stdout + p.stderr
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    if shutil.which("podman") is None:
-        pytest.skip("podman not installed (make lab-deps)")
-    if subprocess.run(["podman", "image", "exists", "localhost/sglang-fleet-lab:bookworm"], check=False).returncode:
-        pytest.skip("lab image missing (make lab-image)")
-    inv = tmp_path_factory.mktemp("audit-lab") / "lab"
-    shutil.copytree(REPO / "inventories" / "lab", inv)
-    hosts = inv / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace("10.89.77.", "10.89.79."))
-    lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
-    rc, out = run([*lab_py, "up", "--inventory", hosts, "--prefix", PREFIX, "--no-build"])
-    assert rc == 0, out
-    try:
-        def play(*args, timeout=600):
-            return run([BIN / "ansible-playbook", "-i", hosts, *args], timeout)
-
-        rc, out = play("lab/prepare.yml")
+def fleet(tmp_path_factory):
+    with lab_fleet(tmp_path_factory.mktemp("audit-lab"), "sglang-audit", "10.89.79.") as fleet:
+        rc, out = fleet.play("lab/prepare.yml")
         assert rc == 0, out
-        rc, out = play("deploy.yml")
+        rc, out = fleet.play("deploy.yml")
         assert rc == 0, out
-        yield play
-    finally:
-        run([*lab_py, "down", "--inventory", hosts, "--prefix", PREFIX])
+        yield fleet
 
 
-def ssh(ip, command):
-    rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-                   "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{ip}", command], 60)
-    assert rc == 0, out
-    return out
-
-
-def recap(out, host):
-    m = re.search(rf"^{host}\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
-    assert m, out
-    return {"ok": int(m.group(1)), "changed": int(m.group(2)), "failed": int(m.group(4))}
-
-
-def unflow(out):
-    """The play output with the YAML callback's line folding undone (for substring checks)."""
-    return re.sub(r"\s*\n\s+", " ", out)
-
-
-def test_audit_ct129_shows_what_the_seeds_found(lab):
-    rc, out = lab("audit.yml", "-l", "ct129")
+def test_audit_ct129_shows_what_the_seeds_found(fleet):
+    rc, out = fleet.play("audit.yml", "-l", "ct129")
     assert rc == 0, out
     text = unflow(out)
     assert "hardware: 2x NVIDIA RTX A6000 (SM86), declared in the inventory (sglang_hardware), not detected" in text
@@ -91,49 +41,49 @@ def test_audit_ct129_shows_what_the_seeds_found(lab):
     assert "expectations: 7 checked, all met" in text
     assert "expectations against the server: 7 checked, all met" in text
     assert recap(out, "ct129") == {"ok": recap(out, "ct129")["ok"], "changed": 0, "failed": 0}
-    latest = json.loads((REPO / "reports" / "ct129" / "latest.json").read_text())
+    latest = json.loads((fleet.reports / "ct129" / "latest.json").read_text())
     assert (latest["host"], latest["phase"], latest["ok"]) == ("ct129", "runtime", True)
     assert latest["runtime"]["endpoint"] == "/server_info"
-    assert (REPO / "reports" / "ct129" / f"audit-{latest['generated_at']}.json").is_file()
+    assert (fleet.reports / "ct129" / f"audit-{latest['generated_at']}.json").is_file()
 
 
-def test_audit_and_deploy_under_check_and_again_change_nothing(lab):
-    rc, out = lab("audit.yml", "--check")
+def test_audit_and_deploy_under_check_and_again_change_nothing(fleet):
+    rc, out = fleet.play("audit.yml", "--check")
     assert rc == 0, out
-    rc, out = lab("deploy.yml", "--check", "--diff")
+    rc, out = fleet.play("deploy.yml", "--check", "--diff")
     assert rc == 0, out
-    rc, out = lab("deploy.yml")
+    rc, out = fleet.play("deploy.yml")
     assert rc == 0, out
     assert [recap(out, h)["changed"] for h in ("ct129", "h200x2", "h200x1")] == [0, 0, 0]
 
 
-def test_removed_flag_stops_deploy_before_anything_changes(lab):
-    before = ssh("10.89.79.13", "systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/sglang.service")
+def test_removed_flag_stops_deploy_before_anything_changes(fleet):
+    before = fleet.ssh("h200x1", "systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/sglang.service")
     extra = {"sglang_args": {"model_path": "/models/Qwen3-8B", "tp_size": 1, "context_length": 32768,
                              "enforce_piecewise_cuda_graph": True}}
-    rc, out = lab("deploy.yml", "-l", "h200x1", "-e", json.dumps(extra))
+    rc, out = fleet.play("deploy.yml", "-l", "h200x1", "-e", json.dumps(extra))
     assert rc == 2, out
     assert "h200x1: sglang 0.5.23 would refuse to start with these arguments (nothing was changed):" in out
     assert "--enforce-piecewise-cuda-graph is not a flag of sglang 0.5.23" in out
     assert recap(out, "h200x1")["changed"] == 0
-    after = ssh("10.89.79.13", "systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/sglang.service")
+    after = fleet.ssh("h200x1", "systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/sglang.service")
     assert after == before
 
 
-def test_fault_disabling_the_prefill_graph_fails_the_runtime_audit(lab):
+def test_fault_disabling_the_prefill_graph_fails_the_runtime_audit(fleet):
     # ct129 asks for the prefill graph (--enforce-piecewise-cuda-graph) and expects it ...
     extra = json.dumps({"sglang_args": {**CT129_ARGS, "enforce_piecewise_cuda_graph": True},
                         "sglang_expect": {"speculative_num_steps": 3, "piecewise_cuda_graph": "on"}})
     # ... but the server silently turns it off (simulator fault knob).
-    rc, out = lab("lab/prepare.yml", "-l", "ct129", "-e",
+    rc, out = fleet.play("lab/prepare.yml", "-l", "ct129", "-e",
                   json.dumps({"lab_sim_faults": {"disable_optimization": "piecewise_cuda_graph"}}))
     assert rc == 0, out
     try:
-        rc, out = lab("deploy.yml", "-l", "ct129", "-e", extra)   # the unit changes: restart
+        rc, out = fleet.play("deploy.yml", "-l", "ct129", "-e", extra)   # the unit changes: restart
         assert rc == 2, out
         assert "prefill/piecewise CUDA graph: on - --enforce-piecewise-cuda-graph skips the auto-disable rules" \
             in unflow(out)
-        rc, out = lab("audit.yml", "-l", "ct129", "-e", extra)
+        rc, out = fleet.play("audit.yml", "-l", "ct129", "-e", extra)
         assert rc == 2, out
         msg = out[out.index("fatal: [ct129]"):]
         assert ("ct129: SGLang resolved prefill/piecewise CUDA graph differently than predicted: predicted on, "
@@ -142,10 +92,10 @@ def test_fault_disabling_the_prefill_graph_fails_the_runtime_audit(lab):
                 "sglang_args with the server's launch_command") in msg
         assert ("ct129: sglang_expect.piecewise_cuda_graph: expected on, the server runs off (server_info "
                 "disable_piecewise_cuda_graph=true).") in msg
-        latest = json.loads((REPO / "reports" / "ct129" / "latest.json").read_text())
+        latest = json.loads((fleet.reports / "ct129" / "latest.json").read_text())
         assert latest["ok"] is False and len(latest["runtime"]["mismatches"]) == 1
     finally:
-        rc, out = lab("lab/prepare.yml", "-l", "ct129")
+        rc, out = fleet.play("lab/prepare.yml", "-l", "ct129")
         assert rc == 0, out
-        rc, out = lab("deploy.yml", "-l", "ct129")
+        rc, out = fleet.play("deploy.yml", "-l", "ct129")
         assert rc == 0, out

@@ -9,7 +9,7 @@ switched back without reinstalling.
 import json
 
 import pytest
-from conftest import lab_fleet, recap, unflow
+from lab_fleet import lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 

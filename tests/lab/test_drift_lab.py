@@ -7,77 +7,29 @@ fleet is in sync (also under --check, changed=0); ct129's unit edited by hand an
 fix, while the other hosts stay in sync; deploy.yml -l ct129 brings it back and drift passes.
 Reports go to a temp folder, never reports/. Needs podman and the lab image (make lab-image).
 """
-from __future__ import annotations
-
 import json
-import os
-import pathlib
 import re
-import shutil
-import subprocess
 
 import pytest
+from lab_fleet import BIN, lab_fleet, recap, run, unflow
 
 pytestmark = pytest.mark.lab
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BIN = REPO / ".venv" / "bin"
-KEY = REPO / ".lab" / "ssh" / "id_ed25519"
-PREFIX = "sglang-drift"
-CT129 = "10.89.82.11"
-ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SGLANG_FLEET_LAB_KEY": str(KEY),
-       "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+HOSTS = ("ct129", "h200x1", "h200x2")
 
 
-def run(argv, timeout=600):
-    p = subprocess.run([str(a) for a in argv], cwd=REPO, env=ENV, capture_output=True, text=True,
-                       timeout=timeout, check=False)
-    return p.returncode, p.stdout + p.stderr
-
-
-def recap(out):
-    return {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
-        r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", out, re.M)}
-
-
-def unflow(out):
-    """The play output with the YAML callback's line folding undone (for substring checks)."""
-    return re.sub(r"\s*\n\s+", " ", out)
+def recaps(out):
+    return {h: {k: recap(out, h)[k] for k in ("changed", "failed")} for h in HOSTS}
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if shutil.which("podman") is None:
-        pytest.skip("podman not installed (make lab-deps)")
-    if subprocess.run(["podman", "image", "exists", "localhost/sglang-fleet-lab:bookworm"], check=False).returncode:
-        pytest.skip("lab image missing (make lab-image)")
-    tmp = tmp_path_factory.mktemp("drift-lab")
-    shutil.copytree(REPO / "inventories" / "lab", tmp / "lab")
-    hosts = tmp / "lab" / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace("10.89.77.", "10.89.82."))
-    reports = tmp / "reports"
-    lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
-    rc, out = run([*lab_py, "up", "--inventory", hosts, "--prefix", PREFIX, "--no-build"])
-    assert rc == 0, out
-    try:
-        def play(*args, timeout=600):
-            extra = json.dumps({"sglang_drift_report_dir": str(reports), "sglang_audit_report_dir": str(reports)})
-            return run([BIN / "ansible-playbook", "-i", hosts, "-e", extra, *args], timeout)
-
-        rc, out = play("lab/prepare.yml")
+    with lab_fleet(tmp_path_factory.mktemp("drift-lab"), "sglang-drift", "10.89.82.") as fleet:
+        rc, out = fleet.play("lab/prepare.yml")
         assert rc == 0, out
-        rc, out = play("deploy.yml", "--skip-tags", "sglang_verify")
+        rc, out = fleet.play("deploy.yml", "--skip-tags", "sglang_verify")
         assert rc == 0, out
-        yield play, reports
-    finally:
-        run([*lab_py, "down", "--inventory", hosts, "--prefix", PREFIX])
-
-
-def ssh(ip, command):
-    rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-                   "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{ip}", command], 60)
-    assert rc == 0, out
-    return out
+        yield fleet
 
 
 def latest(reports, host):
@@ -85,7 +37,7 @@ def latest(reports, host):
 
 
 def test_drift_in_sync_then_hand_edit_then_deploy_brings_it_back(lab):
-    play, reports = lab
+    play, reports = lab.play, lab.reports
 
     # a fresh deploy is in sync, with and without --check, and drift never changes anything
     for mode in ([], ["--check"]):
@@ -95,7 +47,7 @@ def test_drift_in_sync_then_hand_edit_then_deploy_brings_it_back(lab):
         assert "drift: 3 hosts in sync, 0 drifted" in flat
         for host in ("ct129", "h200x1", "h200x2"):
             assert f"{host}: in sync" in flat
-        assert recap(out) == {h: {"changed": 0, "failed": 0} for h in ("ct129", "h200x1", "h200x2")}
+        assert recaps(out) == {h: {"changed": 0, "failed": 0} for h in HOSTS}
     report = latest(reports, "ct129")
     assert report["in_sync"] is True and report["check_mode"] is True
     assert report["running"]["venv"] == "/opt/ml-env/sglang-0.5.11"
@@ -103,16 +55,16 @@ def test_drift_in_sync_then_hand_edit_then_deploy_brings_it_back(lab):
     assert report["service"]["active_state"] == "active" and report["service"]["unit_file_state"] == "enabled"
 
     # by hand on ct129: another memory fraction in the unit, reloaded and restarted
-    ssh(CT129, "sed -i 's/--mem-fraction-static 0.88/--mem-fraction-static 0.80/' /etc/systemd/system/sglang.service"
+    lab.ssh("ct129", "sed -i 's/--mem-fraction-static 0.88/--mem-fraction-static 0.80/' /etc/systemd/system/sglang.service"
                " && systemctl daemon-reload && systemctl restart sglang")
-    assert "--mem-fraction-static\n0.80\n" in ssh(CT129, "tr '\\0' '\\n' < /proc/$(pgrep -of sglang_launch)/cmdline")
+    assert "--mem-fraction-static\n0.80\n" in lab.ssh("ct129", "tr '\\0' '\\n' < /proc/$(pgrep -of sglang_launch)/cmdline")
     rc, out = play("drift.yml")
     flat = unflow(out)
     assert rc == 2, out
     assert ("ct129: mem_fraction_static: desired 0.88, actual 0.8 -> fix: run deploy.yml -l ct129") in flat
     assert "drift: 2 hosts in sync, 1 drifted (ct129: 1)" in flat
     assert "ct129 drifted from the inventory" in flat
-    assert recap(out) == {"ct129": {"changed": 0, "failed": 1}, "h200x1": {"changed": 0, "failed": 0},
+    assert recaps(out) == {"ct129": {"changed": 0, "failed": 1}, "h200x1": {"changed": 0, "failed": 0},
                           "h200x2": {"changed": 0, "failed": 0}}
     report = latest(reports, "ct129")
     assert report["items"] == [{"what": "mem_fraction_static", "desired": 0.88, "actual": 0.8,

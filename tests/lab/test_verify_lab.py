@@ -13,32 +13,25 @@ Needs the lab image (make lab-image) and root; ~5 min on 2 cores.
 from __future__ import annotations
 
 import json
-import os
-import pathlib
-import shutil
 import subprocess
 import time
 
 import pytest
-import yaml
+from lab_fleet import BIN, ENV, REPO, lab_fleet
 
 pytestmark = pytest.mark.lab
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BIN = REPO / ".venv" / "bin"
-PREFIX = "sglang-verify"
-SUBNET = "10.89.80."
 SHORT = {"sglang_verify_input_len": 128, "sglang_verify_output_len": 64, "sglang_verify_repeats": 3,
          "sglang_verify_requests_per_stream": 2, "sglang_verify_concurrency": [1, 4]}
 
 
 class Lab:
-    def __init__(self, tmp: pathlib.Path):
-        self.tmp = tmp
-        self.inventory = tmp / "inventory" / "hosts.yml"
-        self.reports = tmp / "reports"
-        self.env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-                        SGLANG_FLEET_LAB_KEY=str(REPO / ".lab" / "ssh" / "id_ed25519"))
+    """The verify test's view of its lab fleet: playbooks with short benchmarks, fault knobs, reports."""
+
+    def __init__(self, fleet):
+        self.inventory = fleet.inventory
+        self.reports = fleet.reports
+        self.env = ENV
 
     def run(self, argv, check=True, timeout=900):
         proc = subprocess.run(argv, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout,
@@ -47,10 +40,6 @@ class Lab:
             raise AssertionError(f"{' '.join(map(str, argv))} -> rc {proc.returncode}\n{proc.stdout[-6000:]}\n"
                                  f"{proc.stderr[-3000:]}")
         return proc
-
-    def lab(self, action):
-        return self.run([BIN / "python", "lab/lab.py", action, "--inventory", self.inventory, "--prefix", PREFIX],
-                        check=action == "up")
 
     def playbook(self, playbook, *extra, limit=None, check=True, extra_vars=None):
         argv = [BIN / "ansible-playbook", "-i", self.inventory, playbook, "-e", json.dumps(
@@ -83,21 +72,11 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if shutil.which("podman") is None:
-        pytest.skip("podman not installed (make lab-deps)")
-    lab = Lab(tmp_path_factory.mktemp("verify-lab"))
-    shutil.copytree(REPO / "inventories" / "lab", lab.inventory.parent)
-    hosts = yaml.safe_load(lab.inventory.read_text())
-    for host in hosts["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"].values():
-        host["ansible_host"] = host["ansible_host"].replace("10.89.77.", SUBNET)
-    lab.inventory.write_text(yaml.safe_dump(hosts))
-    try:
-        lab.lab("up")
+    with lab_fleet(tmp_path_factory.mktemp("verify-lab"), "sglang-verify", "10.89.80.") as fleet:
+        lab = Lab(fleet)
         lab.playbook("lab/prepare.yml")
         lab.deploy = lab.playbook("deploy.yml")
         yield lab
-    finally:
-        lab.lab("down")
 
 
 def test_deploy_verifies_every_lab_host_at_its_floor(lab):
