@@ -86,3 +86,13 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None):
         yield LabFleet(inventory, tmp_path / "reports")
     finally:
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
+
+
+@contextlib.contextmanager
+def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=()):
+    """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it."""
+    with lab_fleet(tmp_path, prefix, subnet, hosts) as fleet:
+        for playbook, args in (("lab/prepare.yml", ()), ("deploy.yml", deploy_args)):
+            rc, out = fleet.play(playbook, *args)
+            assert rc == 0, out
+        yield fleet

@@ -8,7 +8,7 @@ Needs podman and the lab image (`make lab-image`).
 import json
 
 import pytest
-from lab_fleet import lab_fleet, recap, unflow
+from lab_fleet import deployed_lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -19,11 +19,7 @@ CT129_ARGS = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_al
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    with lab_fleet(tmp_path_factory.mktemp("audit-lab"), "sglang-audit", "10.89.79.") as fleet:
-        rc, out = fleet.play("lab/prepare.yml")
-        assert rc == 0, out
-        rc, out = fleet.play("deploy.yml")
-        assert rc == 0, out
+    with deployed_lab_fleet(tmp_path_factory.mktemp("audit-lab"), "sglang-audit", "10.89.79.") as fleet:
         yield fleet
 
 

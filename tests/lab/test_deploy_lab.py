@@ -9,7 +9,7 @@ switched back without reinstalling.
 import json
 
 import pytest
-from lab_fleet import lab_fleet, recap, unflow
+from lab_fleet import deployed_lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -22,11 +22,7 @@ FAST = ("--skip-tags", "sglang_verify")
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    with lab_fleet(tmp_path_factory.mktemp("deploy-lab"), "sglang-deploy", "10.89.83.", hosts=[HOST]) as fleet:
-        rc, out = fleet.play("lab/prepare.yml")
-        assert rc == 0, out
-        rc, out = fleet.play("deploy.yml")
-        assert rc == 0, out
+    with deployed_lab_fleet(tmp_path_factory.mktemp("deploy-lab"), "sglang-deploy", "10.89.83.", hosts=[HOST]) as fleet:
         yield fleet
 
 

@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from lab_fleet import BIN, lab_fleet, recap, run, unflow
+from lab_fleet import BIN, deployed_lab_fleet, recap, run, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -24,11 +24,8 @@ def recaps(out):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    with lab_fleet(tmp_path_factory.mktemp("drift-lab"), "sglang-drift", "10.89.82.") as fleet:
-        rc, out = fleet.play("lab/prepare.yml")
-        assert rc == 0, out
-        rc, out = fleet.play("deploy.yml", "--skip-tags", "sglang_verify")
-        assert rc == 0, out
+    with deployed_lab_fleet(tmp_path_factory.mktemp("drift-lab"), "sglang-drift", "10.89.82.",
+                            deploy_args=("--skip-tags", "sglang_verify")) as fleet:
         yield fleet
 
 
