@@ -98,3 +98,55 @@ def test_bad_values_are_rejected_with_a_fix(args, message):
     with pytest.raises(AnsibleFilterError) as err:
         FILTERS["sglang_argv"](args)
     assert str(err.value) == message
+
+
+def _load_fleet_filters():
+    spec = importlib.util.spec_from_file_location("fleet_filters", REPO / "filter_plugins" / "fleet_vars.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FilterModule().filters()
+
+
+def test_args_that_fit_the_host_have_no_problems():
+    assert FILTERS["sglang_args_problems"](CT129, 2, "declared") == []
+
+
+@pytest.mark.parametrize(
+    ("change", "gpus", "problem"),
+    [
+        ({"tp_size": 4}, 2, "these arguments need 4 GPU(s) per node (tp_size 4) but the host has 2 (declared); "
+                            "lower tp_size to at most 2 or fix sglang_hardware.gpu_count"),
+        ({"tp_size": 2, "dp_size": 2}, 2, "these arguments need 4 GPU(s) per node (tp_size 2 x dp_size 2) but the "
+                                          "host has 2 (declared); lower tp_size to at most 2 or fix "
+                                          "sglang_hardware.gpu_count"),
+        ({"tp_size": True}, 2, "sglang_args.tp_size is True: it must be a whole number >= 1 (e.g. tp_size: 2, "
+                               "without quotes)"),
+        ({"port": "30000"}, 2, "sglang_args.port is '30000': it must be a whole number from 1 to 65535"),
+        ({"mem_fraction_static": 88}, 2, "sglang_args.mem_fraction_static is 88: it must be a fraction between 0 "
+                                         "and 1 (e.g. 0.88)"),
+        ({"model_path": None}, 2, "sglang_args.model_path is missing: set it to the model folder on the host (e.g. "
+                                  "/models/Qwen3.6-27B) or a Hugging Face repo id"),
+    ],
+)
+def test_args_problems_say_what_to_fix(change, gpus, problem):
+    assert FILTERS["sglang_args_problems"]({**CT129, **change}, gpus, "declared") == [problem]
+
+
+def test_dp_attention_shares_the_tp_gpus():
+    assert FILTERS["sglang_args_problems"]({**CT129, "dp_size": 2, "enable_dp_attention": True}, 2) == []
+
+
+def test_misspelled_role_variables_get_a_suggestion():
+    unknown = _load_fleet_filters()["unknown_vars"]
+    known = ["sglang_service_ready_timeout_s", "sglang_service_user"]
+    assert unknown(["sglang_service_ready_timout_s", "sglang_service_user", "other"], known, "sglang_service_") == [
+        "unknown variable sglang_service_ready_timout_s: did you mean sglang_service_ready_timeout_s?"]
+    assert unknown(["sglang_service_xyzzy_q"], known, "sglang_service_") == [
+        "unknown variable sglang_service_xyzzy_q: known sglang_service_* variables: sglang_service_ready_timeout_s, "
+        "sglang_service_user"]
+
+
+def test_env_file_lines_are_quoted_for_systemd():
+    assert FILTERS["env_file_line"]("HF_TOKEN", 'a"b$c\\d`e') == 'HF_TOKEN="a\\"b\\$c\\\\d\\`e"'
+    with pytest.raises(AnsibleFilterError, match="the value contains a line break"):
+        FILTERS["env_file_line"]("HF_TOKEN", "a\nb")
