@@ -62,7 +62,11 @@ def main() -> None:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=256)
     p.add_argument("--num-prompts", type=int, default=16)
+    p.add_argument("--no-pin", dest="pin", action="store_false",
+                   help="do not pin llama-server to CPU 0 and both clients to CPU 1")
     a = p.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    a.pin = a.pin and len(cpus) >= 2
     binary = subprocess.run(["bash", str(REPO / "tests" / "real_engine" / "build_llama_server.sh")], check=True,
                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
     tmp = tempfile.mkdtemp(prefix="verify-fidelity-")
@@ -73,7 +77,11 @@ def main() -> None:
     with open(dataset, "w") as f:
         json.dump([{"conversations": [{"from": "human", "value": text}, {"from": "gpt", "value": "ok"}]}] * 64, f)
     server = LlamaServer(binary, model)
+    if a.pin:  # the server inherits CPU 0; then this process (and bench_serving, its child) moves to CPU 1
+        os.sched_setaffinity(0, {cpus[0]})
     server.start()
+    if a.pin:
+        os.sched_setaffinity(0, {cpus[1]})
     rows = []
     try:
         for c in a.concurrency:
@@ -89,7 +97,8 @@ def main() -> None:
                       file=sys.stderr, flush=True)
     finally:
         server.stop()
-    print(f"llama-server (tiny model, -np 8 -t 2), input {a.input_len}, output {a.output_len} tokens, "
+    pinning = f"server on CPU {cpus[0]}, clients on CPU {cpus[1]}" if a.pin else "no CPU pinning"
+    print(f"llama-server (tiny model, -np 8 -t 2; {pinning}), input {a.input_len}, output {a.output_len} tokens, "
           f"{a.num_prompts} prompts per run, {a.pairs} interleaved pairs per level\n")
     print("| concurrency | bench_client tok/s (median) | bench_serving tok/s (median) | ratio per pair (min .. max) "
           "| median ratio |")
