@@ -76,7 +76,7 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 unit: venv ## pytest: filters, modules, source reader on real wheels, bench client on llama-server, simulator
 	$(BIN)/pytest -m "not lab"
 
-lab-test: venv lab-image ## pytest -m lab: audit, verify and drift end to end on lab hosts of their own
+lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
 	$(BIN)/pytest -m lab
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
