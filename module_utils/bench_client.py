@@ -452,6 +452,19 @@ def _event_output(api: str, ev: dict, state: dict) -> int:
     return len(c.get("text") or "")
 
 
+class _StreamProgress:
+    """`conn.progress` while streaming, formatted only when a message needs it (not once per chunk)."""
+
+    def __init__(self, res: dict) -> None:
+        self.res = res
+
+    def __str__(self) -> str:
+        return f"streaming, {self.res['chunks']} chunks with output received"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 async def stream_request(base_url: str, api: str, payload: dict, headers: dict | None = None,
                          timeout_s: float = 60.0, connect_timeout_s: float | None = None,
                          read_timeout_s: float | None = None) -> dict:
@@ -476,6 +489,7 @@ async def stream_request(base_url: str, api: str, payload: dict, headers: dict |
             raise BenchError(f"{conn._where()}: HTTP {conn.status}: {await _error_body(conn)}")
         sse = SSEParser()
         events = 0
+        streaming = _StreamProgress(res)
         async for now, data in conn.body_chunks():
             for raw in sse.feed(data):
                 events += 1
@@ -498,7 +512,7 @@ async def stream_request(base_url: str, api: str, payload: dict, headers: dict |
                     else:
                         res["itl"].append(now - last)
                     last = now
-            conn.progress = f"streaming, {res['chunks']} chunks with output received"
+            conn.progress = streaming
             if res["done"]:
                 break
         for raw in sse.flush():
