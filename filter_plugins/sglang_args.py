@@ -34,4 +34,5 @@ class FilterModule:
             "systemd_quote": _wrap("systemd_quote", sglang_args.systemd_quote),
             "sglang_args_problems": sglang_args.check_args,
             "env_file_line": _wrap("env_file_line", sglang_args.env_file_line),
+            "sglang_local_url": sglang_args.local_url,
         }

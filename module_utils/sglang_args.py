@@ -199,3 +199,12 @@ def env_file_line(name, value):
     for char in ("\\", '"', "$", "`"):
         text = text.replace(char, "\\" + char)
     return f'{name}="{text}"'
+
+
+def local_url(args):
+    """Base URL a host uses to reach its own server: SGLang's --host/--port, with a wildcard
+    bind address (0.0.0.0, ::) reached through 127.0.0.1; SGLang's defaults otherwise."""
+    host = str(args.get("host") or "127.0.0.1")
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{args.get('port') or 30000}"

@@ -150,3 +150,16 @@ def test_env_file_lines_are_quoted_for_systemd():
     assert FILTERS["env_file_line"]("HF_TOKEN", 'a"b$c\\d`e') == 'HF_TOKEN="a\\"b\\$c\\\\d\\`e"'
     with pytest.raises(AnsibleFilterError, match="the value contains a line break"):
         FILTERS["env_file_line"]("HF_TOKEN", "a\nb")
+
+
+@pytest.mark.parametrize(
+    ("args", "url"),
+    [
+        ({}, "http://127.0.0.1:30000"),
+        ({"host": "0.0.0.0", "port": 8000}, "http://127.0.0.1:8000"),
+        ({"host": "::", "port": 8000}, "http://127.0.0.1:8000"),
+        ({"host": "10.0.0.5", "port": 31000}, "http://10.0.0.5:31000"),
+    ],
+)
+def test_local_url_reaches_a_wildcard_bind_through_loopback(args, url):
+    assert FILTERS["sglang_local_url"](args) == url
