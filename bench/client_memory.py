@@ -39,9 +39,9 @@ def child(streams: int, tokens: int, delay: float) -> dict:
 
     bench_client = client_ceiling.bench_client
     base = rss_kib()
-    with client_ceiling.Source(tokens, "per_token", core=None, delay_s=delay) as url:
+    with client_ceiling.Source(tokens, "per_token", core=None, delay_s=delay) as src:
         t0 = time.perf_counter()
-        res = bench_client.run_benchmark(url, "completions", "m", 8, tokens, streams, streams, warmup=0, repeats=1,
+        res = bench_client.run_benchmark(src.url, "completions", "m", 8, tokens, streams, streams, warmup=0, repeats=1,
                                          timeout_s=600, calibrate=False, spec_accept_length=False)
         wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

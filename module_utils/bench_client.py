@@ -3,8 +3,9 @@
 Self-contained (no imports from this repo): it is also copied to hosts and run with their system
 Python 3.11 (`python3 bench_client.py --base-url http://127.0.0.1:30000 ...` prints JSON).
 
-HTTP/1.1 is written by hand over asyncio streams (one connection per request, `Connection:
-close`), with chunked transfer decoding and Server-Sent-Events parsing. Endpoints:
+HTTP/1.1 is written by hand on an asyncio Protocol (one connection per request, `Connection:
+close`), with chunked transfer decoding and Server-Sent-Events parsing done in the event loop's
+read callback, so a streamed token costs no task wake-up. Endpoints:
 
 - `completions`: OpenAI `/v1/completions`, `choices[0].text` per chunk.
 - `chat`: OpenAI `/v1/chat/completions`, `choices[0].delta.content` (+ `reasoning_content`).
@@ -47,13 +48,11 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-__version__ = "1.0"
+__version__ = "1.1"
 
 API_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 MAX_HEADER_BYTES = 64 * 1024
 MAX_ERROR_BODY = 2000
-READ_SIZE = 256 * 1024
-_asyncio_timeout = getattr(asyncio, "timeout", None)
 
 
 class BenchError(Exception):
@@ -69,7 +68,7 @@ class ChunkedDecoder:
     """Incremental decoder for HTTP/1.1 `Transfer-Encoding: chunked` bodies."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._rest = b""  # an incomplete size line or CRLF carried to the next feed
         self._need = -1  # -1: waiting for a size line; >= 0: bytes of chunk data still expected
         self._crlf = False  # waiting for the CRLF after chunk data
         self.done = False  # the zero-size chunk (and trailers) was read
@@ -78,50 +77,56 @@ class ChunkedDecoder:
         """Return the body bytes contained in `data` (possibly b"")."""
         if self.done:
             return b""
-        buf = self._buf
-        buf += data
-        out = bytearray()
-        pos = 0
+        if self._rest:
+            data = self._rest + data
+            self._rest = b""
+        out = []
+        pos, n = 0, len(data)
         while True:
             if self._need > 0:
-                take = min(self._need, len(buf) - pos)
-                out += buf[pos:pos + take]
+                take = min(self._need, n - pos)
+                out.append(data[pos:pos + take])
                 pos += take
                 self._need -= take
                 if self._need:
                     break
                 self._crlf = True
             if self._crlf:
-                if len(buf) - pos < 2:
+                if n - pos < 2:
                     break
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise ValueError(f"malformed chunked body: expected CRLF after chunk, got {bytes(buf[pos:pos + 2])!r}")
+                if data[pos:pos + 2] != b"\r\n":
+                    raise ValueError(f"malformed chunked body: expected CRLF after chunk, got {data[pos:pos + 2]!r}")
                 pos += 2
                 self._crlf = False
                 self._need = -1
             if self._need == 0:  # last chunk: skip trailers up to the empty line
-                end = buf.find(b"\r\n", pos)
+                end = data.find(b"\r\n", pos)
                 if end < 0:
                     break
                 if end == pos:
                     self.done = True
-                    pos = end + 2
                     break
                 pos = end + 2
                 continue
-            end = buf.find(b"\r\n", pos)
+            end = data.find(b"\r\n", pos)
             if end < 0:
-                if len(buf) - pos > 1024:
+                if n - pos > 1024:
                     raise ValueError("malformed chunked body: chunk size line longer than 1024 bytes")
                 break
-            line = bytes(buf[pos:end]).split(b";", 1)[0].strip()
+            line = data[pos:end]
             try:
-                self._need = int(line, 16)
+                self._need = int(line.split(b";", 1)[0] if b";" in line else line, 16)
             except ValueError:
-                raise ValueError(f"malformed chunked body: bad chunk size line {bytes(buf[pos:end])[:80]!r}") from None
+                raise ValueError(f"malformed chunked body: bad chunk size line {line[:80]!r}") from None
             pos = end + 2
-        del buf[:pos]
-        return bytes(out)
+            stop = pos + self._need
+            if self._need and data.startswith(b"\r\n", stop):  # the whole chunk is here: the common case
+                out.append(data[pos:stop])
+                pos = stop + 2
+                self._need = -1
+        if pos < n and not self.done:
+            self._rest = data[pos:]
+        return b"".join(out)
 
 
 class SSEParser:
@@ -133,7 +138,25 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[str]:
         """Return the data of each event completed by `data` (multi-line data joined with "\\n")."""
-        lines = (self._rest + data).split(b"\n")
+        if self._rest:
+            data = self._rest + data
+        if self._data or b"\r" in data:
+            self._rest = b""
+            return self._feed_lines(data)
+        # Fast path for what servers send: "data: <one line>\n\n" per event.
+        blocks = data.split(b"\n\n")
+        rest = blocks.pop()
+        events = []
+        for block in blocks:
+            if block.startswith(b"data: ") and b"\n" not in block:
+                events.append(block[6:].decode("utf-8", "replace"))
+            else:
+                events += self._feed_lines(block + b"\n\n")
+        self._rest = rest
+        return events
+
+    def _feed_lines(self, data: bytes) -> list[str]:
+        lines = data.split(b"\n")
         self._rest = lines.pop()
         events = []
         for line in lines:
@@ -153,11 +176,26 @@ class SSEParser:
 
     def flush(self) -> list[str]:
         """At end of stream: return an event whose closing blank line never came."""
-        if self._rest.startswith(b"data:"):
-            self.feed(b"\n")
-        events = ["\n".join(self._data)] if self._data else []
+        rest, self._rest = self._rest, b""
+        events = self._feed_lines(rest + b"\n") if rest else []
+        if self._data:
+            events.append("\n".join(self._data))
         self._data = []
         return events
+
+
+_scan_json = json.JSONDecoder().scan_once
+
+
+def parse_json(text: str):
+    """json.loads for one SSE payload, with the C scanner called directly (the hot path)."""
+    try:
+        value, end = _scan_json(text, 0)
+        if end == len(text):
+            return value
+    except StopIteration:
+        pass
+    return json.loads(text)  # leading/trailing whitespace, or the error message
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -225,6 +263,167 @@ class _Timeouts:
         self.read = float(read) if read else self.total
 
 
+class _Response(asyncio.Protocol):
+    """The response side of one connection, parsed inside the event loop's read callback.
+
+    Headers are collected until the blank line; body bytes (de-chunked) then go straight to a
+    sink, so a streamed token costs no task wake-up. One watchdog timer per connection enforces
+    the read timeout (no byte for `read` s) and the request deadline; it is re-armed lazily, not
+    once per packet. Any failure is stored in `error` and wakes the waiting coroutine.
+    """
+
+    def __init__(self, conn: _Conn) -> None:
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+        self.head = bytearray()
+        self.headers_read = False
+        self.dec: ChunkedDecoder | None = None
+        self.left = -1  # Content-Length bytes still expected; -1: no length (chunked or until close)
+        self.sink = None  # callable(arrival time, body bytes) -> True to stop reading
+        self.early: list[tuple[float, bytes]] = []  # body bytes that came with the headers
+        self.finished = False
+        self.error: BenchError | None = None
+        self.waiter: asyncio.Future | None = None
+        self.last_byte = time.perf_counter()
+        self.watchdog: asyncio.TimerHandle | None = None
+
+    # -- the coroutine side ------------------------------------------------------------------
+    async def wait(self, what: str) -> None:
+        """Until `what` ("headers" or "body") is complete; raises the stored BenchError."""
+        while self.error is None and not (self.finished if what == "body" else self.headers_read):
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        if self.error is not None:
+            raise self.error
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def fail(self, error: BenchError) -> None:
+        if self.error is None and not self.finished:
+            self.error = error
+        self.stop()
+        self._wake()
+
+    def stop(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+        if self.transport is not None:
+            self.transport.close()
+
+    def arm(self) -> None:
+        """Start the watchdog: read timeout counted from the last byte, and the deadline."""
+        c = self.conn
+        self.last_byte = time.perf_counter()
+        due = min(self.last_byte + c.t.read, c.deadline)
+        self.watchdog = asyncio.get_running_loop().call_later(due - self.last_byte, self._check_time)
+
+    def _check_time(self) -> None:
+        c = self.conn
+        now = time.perf_counter()
+        if now >= c.deadline:
+            self.fail(BenchError(f"{c._where()}: request deadline of {c.t.total:g} s exceeded ({c.progress})"))
+        elif now - self.last_byte >= c.t.read:
+            self.fail(BenchError(f"{c._where()}: read timeout after {c.t.read:g} s ({c.progress})"))
+        else:
+            due = min(self.last_byte + c.t.read, c.deadline)
+            self.watchdog = asyncio.get_running_loop().call_later(due - now, self._check_time)
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        now = self.last_byte = time.perf_counter()
+        if self.error is not None or self.finished:
+            return
+        try:
+            if not self.headers_read:
+                data = self._read_head(data)
+                if not self.headers_read:
+                    return
+                self._wake()
+            self._read_body(now, data)
+        except BenchError as e:
+            self.fail(e)
+        except Exception as e:  # noqa: BLE001 - a sink's bug must not hang the request
+            self.fail(BenchError(f"{self.conn.url}: {type(e).__name__}: {e}"))
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost tells how the body ended
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+        if self.error is not None or self.finished:
+            return
+        c = self.conn
+        if exc is not None:
+            stage = "before the response headers" if not self.headers_read else f"while {c.progress}"
+            self.fail(BenchError(f"{c._where()}: connection error {stage}: {exc}"))
+        elif not self.headers_read:
+            self.fail(BenchError(f"{c._where()}: connection closed by the server before the response headers"))
+        elif self.dec is not None:
+            self.fail(BenchError(f"{c._where()}: connection closed by the server mid-stream "
+                                 f"({c.progress}; chunked body not finished)"))
+        elif self.left > 0:
+            self.fail(BenchError(f"{c._where()}: connection closed by the server mid-body "
+                                 f"({self.left} of {c.headers.get('content-length')} bytes missing)"))
+        else:
+            self._finish()
+
+    # -- parsing -------------------------------------------------------------------------------
+    def _read_head(self, data: bytes) -> bytes:
+        start = max(0, len(self.head) - 3)
+        self.head += data
+        end = self.head.find(b"\r\n\r\n", start)
+        if end < 0:
+            if len(self.head) > MAX_HEADER_BYTES:
+                raise BenchError(f"{self.conn._where()}: response headers longer than {MAX_HEADER_BYTES} bytes")
+            return b""
+        rest = bytes(self.head[end + 4:])
+        self.conn.parse_head(self.head[:end].decode("latin-1"))
+        self.head = bytearray()
+        self.headers_read = True
+        headers = self.conn.headers
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.dec = ChunkedDecoder()
+        elif headers.get("content-length", "").isdigit():
+            self.left = int(headers["content-length"])
+        if self.left == 0:
+            self._finish()
+        return rest
+
+    def _read_body(self, now: float, data: bytes) -> None:
+        if self.dec is not None:
+            try:
+                data = self.dec.feed(data)
+            except ValueError as e:
+                raise BenchError(f"{self.conn._where()}: {e}") from None
+        elif self.left > 0:
+            data = data[:self.left]
+            self.left -= len(data)
+        if data:
+            if self.sink is None:
+                self.early.append((now, data))
+            elif self.sink(now, data):
+                self._finish()
+                return
+        if self.left == 0 or (self.dec is not None and self.dec.done):
+            self._finish()
+
+    def _finish(self) -> None:
+        self.finished = True
+        self.stop()
+        self._wake()
+
+
 class _Conn:
     """One HTTP request/response on its own connection, with connect/read/deadline timeouts."""
 
@@ -234,9 +433,8 @@ class _Conn:
         self.url = target.url(path)
         self.method = method
         self.t = timeouts
-        self.deadline = time.monotonic() + timeouts.total
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self.deadline = time.perf_counter() + timeouts.total
+        self.response: _Response | None = None
         self.status = 0
         self.headers: dict[str, str] = {}
         self.progress = "connecting"
@@ -244,36 +442,27 @@ class _Conn:
     def _where(self) -> str:
         return f"{self.method} {self.url}"
 
-    async def _bounded(self, coro, limit: float, what: str):
-        remaining = self.deadline - time.monotonic()
-        budget = min(limit, remaining)
-        if budget <= 0:
-            coro.close()
-            raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded ({self.progress})")
-        try:
-            if _asyncio_timeout is not None:  # 3.11+: no extra task per read (cheaper than wait_for)
-                async with _asyncio_timeout(budget):
-                    return await coro
-            return await asyncio.wait_for(coro, budget)
-        except TimeoutError:
-            if budget < limit:
-                raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded ({self.progress})") from None
-            raise BenchError(f"{self._where()}: {what} timeout after {limit:g} s ({self.progress})") from None
-
     async def open(self, body: bytes | None, headers: dict[str, str] | None) -> None:
+        """Connect, send the request and wait for the response headers."""
         t = self.target
         ctx = ssl.create_default_context() if t.scheme == "https" else None
+        budget = min(self.t.connect, self.deadline - time.perf_counter())
+        loop = asyncio.get_running_loop()
         try:
-            self.reader, self.writer = await self._bounded(
-                asyncio.open_connection(t.host, t.port, ssl=ctx, limit=MAX_HEADER_BYTES), self.t.connect, "connect")
-        except BenchError:
-            raise
+            connect = loop.create_connection(lambda: _Response(self), t.host, t.port, ssl=ctx)
+            _, self.response = await asyncio.wait_for(connect, max(budget, 0.0))
+        except TimeoutError:
+            if budget < self.t.connect:
+                raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded "
+                                 f"({self.progress})") from None
+            raise BenchError(f"{self._where()}: connect timeout after {self.t.connect:g} s ({self.progress})") from None
         except ConnectionRefusedError:
             raise BenchError(f"{self._where()}: cannot connect to {t.host}:{t.port}: connection refused "
                              "(is the server running?)") from None
         except (OSError, socket.gaierror) as e:
             raise BenchError(f"{self._where()}: cannot connect to {t.host}:{t.port}: {e.strerror or e}") from None
-        sock = self.writer.get_extra_info("socket")
+        transport = self.response.transport
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -286,18 +475,14 @@ class _Conn:
             lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         for k, v in (headers or {}).items():
             lines.append(f"{k}: {v}")
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
         self.progress = "waiting for response headers"
-        try:
-            await self._bounded(self.writer.drain(), self.t.read, "send")
-            head = await self._bounded(self.reader.readuntil(b"\r\n\r\n"), self.t.read, "read")
-        except asyncio.IncompleteReadError:
-            raise BenchError(f"{self._where()}: connection closed by the server before the response headers") from None
-        except asyncio.LimitOverrunError:
-            raise BenchError(f"{self._where()}: response headers longer than {MAX_HEADER_BYTES} bytes") from None
-        except (ConnectionError, OSError) as e:
-            raise BenchError(f"{self._where()}: connection error before the response headers: {e}") from None
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        self.response.arm()
+        transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        await self.response.wait("headers")
+        self.progress = "reading the response body"
+
+    def parse_head(self, head: str) -> None:
+        status_line, *header_lines = head.split("\r\n")
         parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
             raise BenchError(f"{self._where()}: not an HTTP response: {status_line[:100]!r}")
@@ -306,53 +491,32 @@ class _Conn:
             if ":" in line:
                 k, v = line.split(":", 1)
                 self.headers[k.strip().lower()] = v.strip()
-        self.progress = "reading the response body"
 
-    async def body_chunks(self):
-        """Yield (arrival time, body bytes) as they come; raise BenchError on a cut or timeout."""
-        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
-        length = self.headers.get("content-length")
-        left = int(length) if (length and not chunked) else -1
-        dec = ChunkedDecoder() if chunked else None
-        while True:
-            if left == 0 or (dec is not None and dec.done):
-                return
-            try:
-                data = await self._bounded(self.reader.read(READ_SIZE), self.t.read, "read")
-            except (ConnectionError, OSError) as e:
-                raise BenchError(f"{self._where()}: connection error while {self.progress}: {e}") from None
-            now = time.perf_counter()
-            if not data:
-                if dec is not None:
-                    raise BenchError(f"{self._where()}: connection closed by the server mid-stream "
-                                     f"({self.progress}; chunked body not finished)")
-                if left > 0:
-                    raise BenchError(f"{self._where()}: connection closed by the server mid-body "
-                                     f"({left} of {length} bytes missing)")
-                return
-            if dec is not None:
-                try:
-                    data = dec.feed(data)
-                except ValueError as e:
-                    raise BenchError(f"{self._where()}: {e}") from None
-            elif left > 0:
-                data = data[:left]
-                left -= len(data)
-            if data:
-                yield now, data
+    async def read_stream(self, sink) -> None:
+        """Feed each piece of the body to `sink(arrival time, bytes)` as it arrives, until the
+        body ends or `sink` returns True; raises BenchError on a cut or timeout."""
+        r = self.response
+        r.sink = sink
+        early, r.early = r.early, []
+        for now, data in early:
+            if sink(now, data):
+                r._finish()
+                break
+        await r.wait("body")
 
     async def read_body(self, limit: int | None = None) -> bytes:
         out = bytearray()
-        async for _, data in self.body_chunks():
-            out += data
-            if limit is not None and len(out) >= limit:
-                break
+
+        def collect(_now: float, data: bytes) -> bool:
+            out.extend(data)
+            return limit is not None and len(out) >= limit
+
+        await self.read_stream(collect)
         return bytes(out)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        if self.response is not None:
+            self.response.stop()
 
 
 def _headers_with_key(headers: dict | None, api_key: str | None) -> dict:
@@ -489,15 +653,16 @@ async def stream_request(base_url: str, api: str, payload: dict, headers: dict |
             raise BenchError(f"{conn._where()}: HTTP {conn.status}: {await _error_body(conn)}")
         sse = SSEParser()
         events = 0
-        streaming = _StreamProgress(res)
-        async for now, data in conn.body_chunks():
+
+        def on_body(now: float, data: bytes) -> bool:
+            nonlocal events, last
             for raw in sse.feed(data):
                 events += 1
                 if raw.strip() == "[DONE]":
                     res["done"] = True
                     continue
                 try:
-                    ev = json.loads(raw)
+                    ev = parse_json(raw)
                 except ValueError:
                     raise BenchError(f"{conn.url}: event {events} is not JSON: {raw[:200]!r}") from None
                 try:
@@ -512,9 +677,10 @@ async def stream_request(base_url: str, api: str, payload: dict, headers: dict |
                     else:
                         res["itl"].append(now - last)
                     last = now
-            conn.progress = streaming
-            if res["done"]:
-                break
+            return res["done"]
+
+        conn.progress = _StreamProgress(res)
+        await conn.read_stream(on_body)
         for raw in sse.flush():
             if raw.strip() == "[DONE]":
                 res["done"] = True

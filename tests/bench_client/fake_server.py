@@ -57,13 +57,16 @@ class FakeServer:
 
     async def _main(self):
         self._stop = asyncio.Event()
+        self._handlers: set[asyncio.Task] = set()
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
         self._started.set()
         await self._stop.wait()
         server.close()
+        await asyncio.gather(*self._handlers, return_exceptions=True)  # stalled handlers end with _stop
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self._handlers.add(asyncio.current_task())
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0

@@ -100,6 +100,23 @@ def test_stall_mid_stream_hits_the_read_timeout():
                           "(streaming, 3 chunks with output received)")
 
 
+def test_read_timeout_counts_from_the_last_byte_not_the_request():
+    # 6 tokens 0.2 s apart: 1.2 s in all, longer than the 0.5 s read timeout, never 0.5 s silent
+    with FakeServer("ok", tokens=6, delay_s=0.2) as s:
+        r = one(s.url, timeout_s=10.0, read_timeout_s=0.5)
+    assert r["ok"], r["error"]
+    assert r["chunks"] == 6 and r["e2e"] >= 1.0
+
+
+def test_steady_stream_still_hits_the_request_deadline():
+    with FakeServer("ok", tokens=50, delay_s=0.1) as s:
+        t0 = time.monotonic()
+        r = one(s.url, timeout_s=1.0, read_timeout_s=0.5)
+        elapsed = time.monotonic() - t0
+    assert 1.0 <= elapsed < 1.5
+    assert r["error"].startswith(f"POST {s.url}/v1/completions: request deadline of 1 s exceeded (streaming, ")
+
+
 def test_run_benchmark_with_stalled_server_returns_within_deadline():
     with FakeServer("stall") as s:
         t0 = time.monotonic()

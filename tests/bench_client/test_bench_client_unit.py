@@ -11,6 +11,7 @@ from ansible.module_utils.bench_client import (
     _median_of,
     build_payload,
     make_prompt,
+    parse_json,
     parse_prometheus_value,
     percentile,
     summarize,
@@ -32,6 +33,13 @@ def test_chunked_byte_by_byte():
     out = b"".join(d.feed(BODY[i:i + 1]) for i in range(len(BODY)))
     assert out == b"hello, world"
     assert d.done
+
+
+def test_chunked_split_anywhere():
+    for cut in range(len(BODY) + 1):
+        d = ChunkedDecoder()
+        assert d.feed(BODY[:cut]) + d.feed(BODY[cut:]) == b"hello, world", cut
+        assert d.done, cut
 
 
 def test_chunked_not_done_until_last_chunk():
@@ -73,6 +81,14 @@ def test_sse_utf8_split_across_feeds():
     p = SSEParser()
     assert p.feed(raw[:13]) == []
     assert p.feed(raw[13:]) == ['{"t": "é€"}']
+
+
+def test_parse_json_is_json_loads():
+    assert parse_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
+    assert parse_json(' {"a": 1} ') == {"a": 1}
+    for bad in ('{"a": 1} trailing', "not json", ""):
+        with pytest.raises(ValueError):
+            parse_json(bad)
 
 
 def test_percentile_linear_interpolation():
