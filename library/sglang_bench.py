@@ -17,7 +17,7 @@ description:
     chunks; mismatches are returned in C(result.usage_check).
   - Read-only (it only sends generation requests), so it also runs under C(--check) and never reports
     C(changed).
-  - Pure Python standard library (module_utils/bench_client.py); runs with the host's Python 3.11.
+  - Pure Python standard library (module_utils/bench_client.py); runs with the host's Python (3.8 or newer).
 options:
   base_url:
     description: Server URL, e.g. C(http://127.0.0.1:30000).

@@ -1,7 +1,8 @@
 """Stdlib-only streaming benchmark client for SGLang and OpenAI-compatible inference servers.
 
 Self-contained (no imports from this repo): it is also copied to hosts and run with their system
-Python 3.11 (`python3 bench_client.py --base-url http://127.0.0.1:30000 ...` prints JSON).
+Python, 3.8 or newer like every Ansible target
+(`python3 bench_client.py --base-url http://127.0.0.1:30000 ...` prints JSON).
 
 HTTP/1.1 is written by hand on an asyncio Protocol (one connection per request, `Connection:
 close`), with chunked transfer decoding and Server-Sent-Events parsing done in the event loop's
@@ -451,7 +452,7 @@ class _Conn:
         try:
             connect = loop.create_connection(lambda: _Response(self), t.host, t.port, ssl=ctx)
             _, self.response = await asyncio.wait_for(connect, max(budget, 0.0))
-        except TimeoutError:
+        except asyncio.TimeoutError:  # noqa: UP041 - an alias of the builtin only from Python 3.11 on
             if budget < self.t.connect:
                 raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded "
                                  f"({self.progress})") from None

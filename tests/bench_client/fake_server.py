@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
+import time
 
 
 def sse(obj) -> bytes:
@@ -118,3 +120,31 @@ class FakeServer:
             w.write(sse(b"[DONE]"))
         w.write(b"0\r\n\r\n")
         await w.drain()
+
+
+class FullBacklog:
+    """A 127.0.0.1 port whose listen queue is full: the kernel drops new SYNs, so connect() hangs.
+
+    `with FullBacklog() as url:` (a server that is up but cannot take connections).
+    """
+
+    def __enter__(self) -> str:
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(0)
+        port = self._listener.getsockname()[1]
+        self._fill = []
+        for _ in range(3):  # never accepted: they fill the queue
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            self._fill.append(s)
+        time.sleep(0.2)
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc) -> None:
+        for s in [*self._fill, self._listener]:
+            s.close()

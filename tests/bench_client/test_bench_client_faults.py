@@ -13,7 +13,7 @@ from ansible.module_utils.bench_client import (
     run_benchmark,
     stream_request,
 )
-from fake_server import FakeServer
+from fake_server import FakeServer, FullBacklog
 
 
 def closed_port() -> int:
@@ -78,6 +78,15 @@ def test_stream_without_done():
         r = one(s.url)
     assert r["error"] == (f"{s.url}/v1/completions: stream ended without [DONE] after 4 chunks with output "
                           "(connection closed by the server mid-stream)")
+
+
+def test_server_that_cannot_accept_hits_the_connect_timeout():
+    with FullBacklog() as url:
+        t0 = time.monotonic()
+        r = one(url, timeout_s=10.0, connect_timeout_s=0.5)
+        elapsed = time.monotonic() - t0
+    assert 0.5 <= elapsed < 1.0
+    assert r["error"] == f"POST {url}/v1/completions: connect timeout after 0.5 s (connecting)"
 
 
 def test_stalled_server_hits_the_request_deadline():
