@@ -152,10 +152,20 @@ def network_of(hosts, prefix):
 # --- podman state --------------------------------------------------------------------------
 
 
+def _alive(pid):
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def container_info(name):
     """Return {'state', 'ip', 'image'} of a container, or None if it does not exist.
 
-    The IP of a stopped container is the one lab.py asked for (its label).
+    The IP of a stopped container is the one lab.py asked for (its label). "stale": podman still
+    says running but the container's process is gone; it can only be removed and created again.
     """
     proc = podman("container", "inspect", name, check=False)
     if proc.returncode != 0:
@@ -164,11 +174,21 @@ def container_info(name):
     nets = data.get("NetworkSettings", {}).get("Networks") or {}
     ips = [n.get("IPAddress") for n in nets.values() if n.get("IPAddress")]
     labels = data.get("Config", {}).get("Labels") or {}
+    state, pid = data["State"]["Status"], data["State"].get("Pid") or 0
+    if state in ("running", "stopping", "paused") and pid and not _alive(pid):
+        state = "stale"  # podman's record outlived the process (this machine was restarted)
     return {
-        "state": data["State"]["Status"],
+        "state": state,
         "ip": ips[0] if ips else labels.get(f"{LABEL}.ip", ""),
         "image": data["Image"],
     }
+
+
+def remove(*names):
+    """podman rm --force; a stale container's first rm fails ("container state improper") but
+    makes podman see that it exited, so a second one is tried."""
+    if podman("rm", "--force", "--time", "0", *names, check=False).returncode != 0:
+        podman("rm", "--force", "--time", "0", "--ignore", *names)
 
 
 def lab_containers(netname):
@@ -330,6 +350,10 @@ def cmd_up(args):
             podman("rm", "--force", "--time", "0", name)
             print(f"lab: removed {name} (IP {info['ip']}, inventory says {ip})")
             info = None
+        elif info and info["state"] == "stale":
+            remove(name)
+            print(f"lab: removed {name} (podman said running, but its process is gone); creating it again")
+            info = None
         if info is None:
             run_container(name, host, ip, netname, args.prefix)
             print(f"lab: {name} created ({ip})")
@@ -377,7 +401,7 @@ def cmd_down(args):
     names = {f"{args.prefix}-{h}" for h, _ in hosts} | set(lab_containers(netname))
     present = sorted(n for n in names if container_info(n) is not None)
     if present:
-        podman("rm", "--force", "--time", "0", *present)
+        remove(*present)
         print(f"lab: removed {', '.join(present)}")
     if podman("network", "exists", netname, check=False).returncode == 0:
         podman("network", "rm", netname)
