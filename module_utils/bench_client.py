@@ -452,7 +452,7 @@ class _Conn:
         try:
             connect = loop.create_connection(lambda: _Response(self), t.host, t.port, ssl=ctx)
             _, self.response = await asyncio.wait_for(connect, max(budget, 0.0))
-        except asyncio.TimeoutError:  # noqa: UP041 - an alias of the builtin only from Python 3.11 on
+        except asyncio.TimeoutError:  # an alias of the builtin TimeoutError only from Python 3.11 on
             if budget < self.t.connect:
                 raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded "
                                  f"({self.progress})") from None
