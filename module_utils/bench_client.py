@@ -32,7 +32,7 @@ per chunk). Per run: request/output/input throughput, single-stream decode speed
 `run_benchmark` runs warm-up requests, then `repeats` runs and returns the median of each metric
 over the runs (counts and errors summed), plus every run.
 
-Timeouts: connect timeout, per-read timeout (no byte for that long) and a per-request deadline;
+Timeouts: connect timeout, read timeout (no byte for that long) and a per-request deadline;
 every error names the URL and what happened. Headers (API key) are never logged or returned.
 """
 
@@ -232,7 +232,7 @@ def median(values: list[float]) -> float | None:
 
 
 # --------------------------------------------------------------------------------------------
-# HTTP/1.1 over asyncio streams
+# HTTP/1.1 on an asyncio Protocol
 # --------------------------------------------------------------------------------------------
 
 
