@@ -1,18 +1,16 @@
 """bench_client runs on the hosts' own Python: every minor version an Ansible 2.19 target may have.
 
-Each available interpreter (python3.X on PATH, or a pyenv install) runs the module file by path
-against the misbehaving fake servers of this process; missing interpreters are skipped, by name.
+Each available interpreter (tests/host_pythons.py) runs the module file by path against the
+misbehaving fake servers of this process; missing interpreters are skipped, by name.
 """
 
-import glob
 import json
-import os
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 from fake_server import FakeServer, FullBacklog
+from host_pythons import TARGET_MINORS, interpreter
 
 MODULE = pathlib.Path(__file__).resolve().parents[2] / "module_utils" / "bench_client.py"
 DRIVER = """
@@ -26,18 +24,7 @@ print(json.dumps({"version": list(sys.version_info[:2]), "ok": r["ok"], "chunks"
 """
 
 
-def interpreter(minor: int) -> str | None:
-    candidates = [shutil.which(f"python3.{minor}")]
-    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3")))
-    for exe in filter(None, candidates):
-        p = subprocess.run([exe, "-c", "import sys; print(sys.version_info[1])"], capture_output=True, text=True,
-                           check=False)
-        if p.returncode == 0 and p.stdout.strip() == str(minor):
-            return exe
-    return None
-
-
-@pytest.mark.parametrize("minor", [8, 9, 10, 11, 12, 13])
+@pytest.mark.parametrize("minor", TARGET_MINORS)
 def test_stream_and_timeouts_on_every_target_python(minor):
     exe = interpreter(minor)
     if exe is None:
