@@ -340,14 +340,14 @@ def cmd_up(args):
         print(f"lab: network {netname} {subnet} created, {kind}")
     wanted = {f"{args.prefix}-{h}" for h, _ in hosts}
     for stray in sorted(set(lab_containers(netname)) - wanted):
-        podman("rm", "--force", "--time", "0", stray)
+        remove(stray)
         print(f"lab: removed {stray} (not in {args.inventory})")
     t_start = time.monotonic()
     for host, ip in hosts:
         name = f"{args.prefix}-{host}"
         info = container_info(name)
         if info and info["ip"] != str(ip):
-            podman("rm", "--force", "--time", "0", name)
+            remove(name)
             print(f"lab: removed {name} (IP {info['ip']}, inventory says {ip})")
             info = None
         elif info and info["state"] == "stale":
