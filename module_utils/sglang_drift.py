@@ -253,15 +253,20 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
             return None, None
         return _normalise(src, got["sglang_argv"], whose)
 
+    def against_inventory(label, got, whose, key_prefix):
+        """Drift items of one launch (running process or unit) against the inventory, and its settings."""
+        found = launch_items(label, got)
+        settings, err = settings_of(got, whose)
+        if err:
+            found.append(_item(f"{label} argv", "parses", err, deploy))
+        elif want is not None:
+            found += [_item(key_prefix + key, d, a, deploy) for key, d, a in diff_settings(want, settings)]
+        return found, settings
+
     # (b) the running process (or, when nothing runs, what the unit would start)
     if running:
-        items += launch_items("running", running)
-        have, err = settings_of(running, "the running")
-        if err:
-            items.append(_item("running argv", "parses", err, deploy))
-        elif want is not None:
-            for key, d, a in diff_settings(want, have):
-                items.append(_item(key, d, a, deploy))
+        found, have = against_inventory("running", running, "the running", "")
+        items += found
         # (c) the unit on disk against the running process
         if unit.get("argv") is not None:
             ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
@@ -282,13 +287,7 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
                                    f"{deploy} (renders the inventory's unit and restarts {service})"))
     elif unit.get("argv") is not None:
         ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
-        items += launch_items("unit", ulaunch)
-        uset, uerr = settings_of(ulaunch, "the unit's")
-        if uerr:
-            items.append(_item("unit argv", "parses", uerr, deploy))
-        elif want is not None:
-            for key, d, a in diff_settings(want, uset):
-                items.append(_item(f"unit {key}", d, a, deploy))
+        items += against_inventory("unit", ulaunch, "the unit's", "unit ")[0]
 
     # (e) what the server resolved, for the keys the host sets and the running argv agrees on
     server = observed.get("server")
