@@ -27,6 +27,13 @@ def one(url, api="completions", timeout_s=5.0, **kw):
     return asyncio.run(stream_request(url, api, payload, timeout_s=timeout_s, **kw))
 
 
+def timed_one(url, **kw):
+    """one(), and how long it took."""
+    t0 = time.monotonic()
+    r = one(url, **kw)
+    return r, time.monotonic() - t0
+
+
 def test_ok_stream_measured():
     with FakeServer("ok", tokens=5) as s:
         r = one(s.url)
@@ -82,18 +89,14 @@ def test_stream_without_done():
 
 def test_server_that_cannot_accept_hits_the_connect_timeout():
     with FullBacklog() as url:
-        t0 = time.monotonic()
-        r = one(url, timeout_s=10.0, connect_timeout_s=0.5)
-        elapsed = time.monotonic() - t0
+        r, elapsed = timed_one(url, timeout_s=10.0, connect_timeout_s=0.5)
     assert 0.5 <= elapsed < 1.0
     assert r["error"] == f"POST {url}/v1/completions: connect timeout after 0.5 s (connecting)"
 
 
 def test_stalled_server_hits_the_request_deadline():
     with FakeServer("stall") as s:
-        t0 = time.monotonic()
-        r = one(s.url, timeout_s=1.0)
-        elapsed = time.monotonic() - t0
+        r, elapsed = timed_one(s.url, timeout_s=1.0)
     assert 1.0 <= elapsed < 1.5
     assert r["error"] == (f"POST {s.url}/v1/completions: request deadline of 1 s exceeded "
                           "(waiting for response headers)")
@@ -101,9 +104,7 @@ def test_stalled_server_hits_the_request_deadline():
 
 def test_stall_mid_stream_hits_the_read_timeout():
     with FakeServer("stall_stream", tokens=10, cut_after=3) as s:
-        t0 = time.monotonic()
-        r = one(s.url, timeout_s=10.0, read_timeout_s=0.5)
-        elapsed = time.monotonic() - t0
+        r, elapsed = timed_one(s.url, timeout_s=10.0, read_timeout_s=0.5)
     assert 0.5 <= elapsed < 1.0
     assert r["error"] == (f"POST {s.url}/v1/completions: read timeout after 0.5 s "
                           "(streaming, 3 chunks with output received)")
@@ -119,9 +120,7 @@ def test_read_timeout_counts_from_the_last_byte_not_the_request():
 
 def test_steady_stream_still_hits_the_request_deadline():
     with FakeServer("ok", tokens=50, delay_s=0.1) as s:
-        t0 = time.monotonic()
-        r = one(s.url, timeout_s=1.0, read_timeout_s=0.5)
-        elapsed = time.monotonic() - t0
+        r, elapsed = timed_one(s.url, timeout_s=1.0, read_timeout_s=0.5)
     assert 1.0 <= elapsed < 1.5
     assert r["error"].startswith(f"POST {s.url}/v1/completions: request deadline of 1 s exceeded (streaming, ")
 
