@@ -319,21 +319,22 @@ class _Response(asyncio.Protocol):
 
     def arm(self) -> None:
         """Start the watchdog: read timeout counted from the last byte, and the deadline."""
-        c = self.conn
         self.last_byte = time.perf_counter()
-        due = min(self.last_byte + c.t.read, c.deadline)
-        self.watchdog = asyncio.get_running_loop().call_later(due - self.last_byte, self._check_time)
+        self._schedule(self.last_byte)
+
+    def _schedule(self, now: float) -> None:
+        due = min(self.last_byte + self.conn.t.read, self.conn.deadline)
+        self.watchdog = asyncio.get_running_loop().call_later(due - now, self._check_time)
 
     def _check_time(self) -> None:
         c = self.conn
         now = time.perf_counter()
         if now >= c.deadline:
-            self.fail(BenchError(f"{c._where()}: request deadline of {c.t.total:g} s exceeded ({c.progress})"))
+            self.fail(c.deadline_error())
         elif now - self.last_byte >= c.t.read:
             self.fail(BenchError(f"{c._where()}: read timeout after {c.t.read:g} s ({c.progress})"))
         else:
-            due = min(self.last_byte + c.t.read, c.deadline)
-            self.watchdog = asyncio.get_running_loop().call_later(due - now, self._check_time)
+            self._schedule(now)
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -443,6 +444,9 @@ class _Conn:
     def _where(self) -> str:
         return f"{self.method} {self.url}"
 
+    def deadline_error(self) -> BenchError:
+        return BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded ({self.progress})")
+
     async def open(self, body: bytes | None, headers: dict[str, str] | None) -> None:
         """Connect, send the request and wait for the response headers."""
         t = self.target
@@ -454,8 +458,7 @@ class _Conn:
             _, self.response = await asyncio.wait_for(connect, max(budget, 0.0))
         except asyncio.TimeoutError:  # an alias of the builtin TimeoutError only from Python 3.11 on
             if budget < self.t.connect:
-                raise BenchError(f"{self._where()}: request deadline of {self.t.total:g} s exceeded "
-                                 f"({self.progress})") from None
+                raise self.deadline_error() from None
             raise BenchError(f"{self._where()}: connect timeout after {self.t.connect:g} s ({self.progress})") from None
         except ConnectionRefusedError:
             raise BenchError(f"{self._where()}: cannot connect to {t.host}:{t.port}: connection refused "
