@@ -43,6 +43,9 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
 import bench_client
 
+# Clients on core 0, the source on core 1 (both on the one core of a 1-CPU machine).
+SOURCE_CORE = 1 if (os.cpu_count() or 1) > 1 else None
+
 CHUNK_JSON = {"choices": [{"text": "A", "index": 0, "logprobs": None, "finish_reason": None}],
               "created": 1796023530, "model": "tiny", "system_fingerprint": "b1-0c1e570",
               "object": "text_completion", "id": "chatcmpl-5ttXs9VwfTR327bLEX02cv6HudYcm4jd"}
@@ -147,8 +150,7 @@ class Source:
 
 
 def measure(tokens: int, pattern: str, concurrency: int, num_prompts: int) -> dict:
-    ncpu = os.cpu_count() or 1
-    with Source(tokens, pattern, core=1 if ncpu > 1 else None) as src:
+    with Source(tokens, pattern, core=SOURCE_CORE) as src:
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         res = bench_client.run_benchmark(src.url, "completions", "m", 8, tokens, concurrency, num_prompts, warmup=0,
@@ -165,17 +167,17 @@ def measure(tokens: int, pattern: str, concurrency: int, num_prompts: int) -> di
 
 def measure_sglang(py: str, tokenizer: str, dataset: str, tokens: int, pattern: str, concurrency: int,
                    num_prompts: int) -> tuple[float, float] | str:
-    # bench_serving writes a .jsonl result file; keep it out of the working tree
     """(sglang.bench_serving's output tok/s, source capacity) against the same source, pinned to core 0
     (or why it failed)."""
     runner = pathlib.Path(__file__).resolve().parent / "client_sglang_runner.py"
-    with Source(tokens, pattern, core=1 if (os.cpu_count() or 1) > 1 else None) as src:
+    with Source(tokens, pattern, core=SOURCE_CORE) as src:
+        # bench_serving writes a .jsonl result file; keep it out of the working tree
         argv = [py, str(runner), "--backend", "sglang-oai", "--base-url", src.url, "--dataset-name", "random",
                 "--dataset-path", dataset, "--random-input-len", "8", "--random-output-len", str(tokens),
                 "--random-range-ratio", "1.0", "--num-prompts", str(num_prompts), "--max-concurrency",
                 str(concurrency), "--tokenizer", tokenizer, "--model", "m", "--disable-tqdm",
                 "--output-file", os.path.join(os.path.dirname(dataset), "bench_serving.jsonl")]
-        if (os.cpu_count() or 1) > 1:
+        if SOURCE_CORE is not None:
             argv = ["taskset", "-c", "0", *argv]
         p = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                            timeout=600, check=False)
@@ -207,7 +209,7 @@ def main() -> None:
 
             make_tiny_model(tmp)
             a.tokenizer = os.path.join(tmp, "tokenizer")
-    if (os.cpu_count() or 1) > 1:
+    if SOURCE_CORE is not None:
         os.sched_setaffinity(0, {0})
     cases = [(pattern, c) for pattern in ("batched", "per_token") for c in a.concurrency]
     runs: dict[tuple, dict[str, list]] = {case: {k: [] for k in ("ours", "cpu", "src", "sglang", "sg_src")}
