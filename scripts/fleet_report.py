@@ -3,7 +3,7 @@
 
     scripts/fleet_report.py [--reports reports] [host ...]
 
-Reads `<reports>/<host>/latest.json` (sglang_audit), `verify-latest.json` (sglang_verify) and
+Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify) and
 `drift-latest.json` (sglang_drift), written on the controller by deploy.yml, audit.yml,
 verify.yml and drift.yml. Exit 1 when a host's latest audit or verification failed or it
 drifted from the inventory, 2 when there is nothing to report.
@@ -26,7 +26,7 @@ def _load(path):
 
 
 def host_row(folder):
-    audit, verify = _load(folder / "latest.json"), _load(folder / "verify-latest.json")
+    audit, verify = _load(folder / "audit-latest.json"), _load(folder / "verify-latest.json")
     drift = _load(folder / "drift-latest.json")
     row = {"host": folder.name, "ok": True}
     if audit:

@@ -37,7 +37,7 @@ def test_audit_ct129_shows_what_the_seeds_found(fleet):
     assert "expectations: 7 checked, all met" in text
     assert "expectations against the server: 7 checked, all met" in text
     assert recap(out, "ct129") == {"ok": recap(out, "ct129")["ok"], "changed": 0, "failed": 0}
-    latest = json.loads((fleet.reports / "ct129" / "latest.json").read_text())
+    latest = json.loads((fleet.reports / "ct129" / "audit-latest.json").read_text())
     assert (latest["host"], latest["phase"], latest["ok"]) == ("ct129", "runtime", True)
     assert latest["runtime"]["endpoint"] == "/server_info"
     assert (fleet.reports / "ct129" / f"audit-{latest['generated_at']}.json").is_file()
@@ -88,7 +88,7 @@ def test_fault_disabling_the_prefill_graph_fails_the_runtime_audit(fleet):
                 "sglang_args with the server's launch_command") in msg
         assert ("ct129: sglang_expect.piecewise_cuda_graph: expected on, the server runs off (server_info "
                 "disable_piecewise_cuda_graph=true).") in msg
-        latest = json.loads((fleet.reports / "ct129" / "latest.json").read_text())
+        latest = json.loads((fleet.reports / "ct129" / "audit-latest.json").read_text())
         assert latest["ok"] is False and len(latest["runtime"]["mismatches"]) == 1
     finally:
         rc, out = fleet.play("lab/prepare.yml", "-l", "ct129")
