@@ -19,6 +19,21 @@ SECRET_ARGS = {
     "admin_api_key": "SGLANG_ADMIN_API_KEY",
 }
 
+# What a secret read back from a host becomes, everywhere (reports, play output, drift).
+REDACTED = "<redacted>"
+
+# ServerArgs fields whose values are secrets. Real SGLang hands them out in clear: /server_info
+# is every field (0.5.11 srt/entrypoints/http_server.py:641 `dataclasses.asdict(server_args)`;
+# 0.5.23 srt/utils/common.py:3589 `build_server_info` -> `resolved_dict()`), and from 0.5.20 its
+# `launch_command` is the raw argv (0.5.20 srt/server_args.py:736 `" ".join(argv)`; 0.5.22+
+# redacts only --watermark-config, 0.5.23 srt/server_args.py:717), so the `--api-key` the
+# launcher appends in-process shows there. Redact them where they are read (redact_server_info).
+SECRET_FIELDS = frozenset(("api_key", "admin_api_key", "ssl_keyfile_password",
+                           "watermark_key", "watermark_key_b", "watermark_config"))
+_SECRET_FLAGS = tuple(sorted("--" + f.replace("_", "-") for f in SECRET_FIELDS))
+# Real flags that are a prefix of a secret flag: an exact flag is never an abbreviation.
+_PREFIX_FLAGS = ("--ssl-keyfile",)
+
 # Arguments that must appear first in argv, for a readable unit; the rest are sorted.
 LEADING_ARGS = ("model_path",)
 
@@ -208,3 +223,66 @@ def local_url(args):
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
     return f"http://{host}:{args.get('port') or 30000}"
+
+
+# --------------------------------------------------------------------------------------
+# Secrets read back from a host: redacted where they are read
+# --------------------------------------------------------------------------------------
+
+def is_secret_flag(word):
+    """`--api-key`, `--api-key=K` or an argparse abbreviation of a secret flag (`--api-k`)."""
+    name = str(word).split("=", 1)[0]
+    if not name.startswith("--") or len(name) <= 4 or name in _PREFIX_FLAGS:
+        return False
+    return any(flag.startswith(name) for flag in _SECRET_FLAGS)
+
+
+def redact_argv(argv):
+    """argv with the values of secret flags (abbreviated, `--x=v` too) as REDACTED."""
+    out, hide = [], False
+    for word in argv:
+        word = str(word)
+        if hide:
+            out.append(REDACTED)
+            hide = False
+        elif is_secret_flag(word):
+            if "=" in word:
+                out.append(word.split("=", 1)[0] + "=" + REDACTED)
+            else:
+                out.append(word)
+                hide = True
+        else:
+            out.append(word)
+    return out
+
+
+def redact_text(text, secrets=()):
+    """`text` with every occurrence of each secret value (non-empty strings) as REDACTED."""
+    values = sorted({str(v) for v in secrets if v not in (None, "")}, key=len, reverse=True)
+    if not values:
+        return str(text)
+    # one pass, longest first: a short secret never matches inside an earlier "<redacted>"
+    return re.sub("|".join(re.escape(v) for v in values), REDACTED, str(text))
+
+
+def redact_server_info(value, secrets=()):
+    """A /server_info answer (or any part of it) with every secret redacted, recursively:
+    SECRET_FIELDS values, secret flag values in `launch_command` (SGLang's `" ".join(argv)`,
+    so split on single spaces), and any of the known secret values anywhere in a string."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in SECRET_FIELDS and item not in (None, "", False):
+                out[key] = REDACTED
+            elif key == "launch_command" and isinstance(item, str):
+                out[key] = " ".join(redact_argv(redact_text(item, secrets).split(" ")))
+            elif key == "launch_command" and isinstance(item, list):
+                out[key] = redact_argv([redact_text(w, secrets) for w in item])
+            else:
+                out[key] = redact_server_info(item, secrets)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [redact_server_info(item, secrets) for item in value]
+    if isinstance(value, str) and secrets:
+        return redact_text(value, secrets)
+    return value

@@ -27,7 +27,7 @@ import shlex
 import urllib.error
 import urllib.request
 
-from ansible.module_utils.sglang_args import ArgsError, to_argv
+from ansible.module_utils.sglang_args import SECRET_FIELDS, ArgsError, redact_server_info, to_argv
 from ansible.module_utils.sglang_source import (
     Finding,
     Runtime,
@@ -419,9 +419,15 @@ def _first(base: str, paths, api_key: str, timeout: float):
     raise AuditError(f"{base} has none of {', '.join(paths)} (last: HTTP {last.code if last else '?'})")
 
 
-def read_server(url: str, api_key: str = "", timeout: float = 10.0) -> dict:
-    """Resolved settings and model info of a running server (new endpoint names, then old ones)."""
+def read_server(url: str, api_key: str = "", timeout: float = 10.0, secrets=()) -> dict:
+    """Resolved settings and model info of a running server (new endpoint names, then old ones).
+
+    Secrets are redacted here, where they are read (``sglang_args.redact_server_info``): real
+    SGLang returns api_key/admin_api_key in clear and, from 0.5.20, the argv with ``--api-key``
+    in ``launch_command``; ``api_key`` and ``secrets`` are also replaced wherever they appear.
+    """
     base = url.rstrip("/")
+    known = [api_key, *secrets]
     ep, info = _first(base, ("/server_info", "/get_server_info"), api_key, timeout)
     try:
         mep, model = _first(base, ("/model_info", "/get_model_info"), api_key, timeout)
@@ -429,6 +435,7 @@ def read_server(url: str, api_key: str = "", timeout: float = 10.0) -> dict:
         mep, model = None, None
     if not isinstance(info, dict):
         raise AuditError(f"{base}{ep} did not answer a JSON object")
+    info, model = redact_server_info(info, known), redact_server_info(model, known)
     return {"url": base, "endpoint": ep, "server_info": info, "model_endpoint": mep, "model_info": model}
 
 
@@ -577,8 +584,10 @@ def runtime_audit(report: dict, src, server: dict, expect: dict | None = None, *
     if launch is not None:
         want = report["args"]
         for key in sorted(set(launch) | set(want)):
-            # launch_command drops secret-looking flags (some releases and the lab simulator also
-            # drop "*token*" ones): a flag missing there is left to the resolved-settings compare.
+            # Secrets are never compared (read_server redacted them; the inventory has none).
+            # A flag missing from launch_command is left to the resolved-settings compare.
+            if key in SECRET_FIELDS:
+                continue
             if key in launch and not _same(want.get(key), launch[key]):
                 pending.append(f"{key} (inventory {_show(want.get(key))}, server {_show(launch[key])})")
     if pending:

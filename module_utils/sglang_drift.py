@@ -15,7 +15,8 @@ Four views of reality, each compared with the desired state (version, venv, entr
     items = compare(src, desired, observed)       # pure: [{what, desired, actual, fix}]
     report = drift_report(...)                    # both, plus readable lines
 
-Secrets (``--api-key``, ``--admin-api-key``) never leave: their argv values are masked.
+Secrets never leave: argv values of secret flags and secret server settings are ``<redacted>``
+(``sglang_args.redact_argv``, ``read_server``), and secrets are never compared.
 Stdlib only; used by library/sglang_drift.py on the host and by the unit tests.
 """
 from __future__ import annotations
@@ -23,12 +24,10 @@ from __future__ import annotations
 import os
 import re
 
-from ansible.module_utils.sglang_args import SECRET_ARGS, ArgsError, flag_name, to_argv
+from ansible.module_utils.sglang_args import REDACTED, SECRET_FIELDS, ArgsError, redact_argv, to_argv
 from ansible.module_utils.sglang_audit import AuditError, _same, _show, find_installed, read_server
 from ansible.module_utils.sglang_source import UnknownLayout, load_source, normalise_argv
 
-MASK = "********"
-SECRET_FLAGS = tuple(flag_name(k) for k in SECRET_ARGS)   # --api-key, --admin-api-key
 MARKER = ".sglang-fleet-lock.txt"
 
 
@@ -60,32 +59,8 @@ def parse_cmdline(raw) -> list[str]:
     return words
 
 
-def _is_secret_flag(word: str) -> bool:
-    name = word.split("=", 1)[0]
-    # the flag itself or an argparse abbreviation of it (--api-k); never a bare "--"
-    return len(name) > 4 and any(flag.startswith(name) for flag in SECRET_FLAGS)
-
-
-def mask_argv(argv: list[str]) -> list[str]:
-    """argv with the values of secret flags (and their abbreviations, ``--x=v`` too) masked."""
-    out, hide = [], False
-    for word in argv:
-        if hide:
-            out.append(MASK)
-            hide = False
-        elif word.startswith("--") and _is_secret_flag(word):
-            if "=" in word:
-                out.append(word.split("=", 1)[0] + "=" + MASK)
-            else:
-                out.append(word)
-                hide = True
-        else:
-            out.append(word)
-    return out
-
-
-def mask_settings(settings: dict) -> dict:
-    return {k: (MASK if k in SECRET_ARGS and v is not None else v) for k, v in settings.items()}
+def redact_settings(settings: dict) -> dict:
+    return {k: (REDACTED if k in SECRET_FIELDS and v is not None else v) for k, v in settings.items()}
 
 
 def split_launch(argv: list[str], launcher: str) -> dict:
@@ -171,9 +146,9 @@ def _item(what, desired, actual, fix):
 
 
 def _normalise(src, argv, whose):
-    """(settings, error): argv normalised with the release's parser, secrets masked."""
+    """(settings, error): argv normalised with the release's parser, secret values redacted."""
     try:
-        return mask_settings(normalise_argv(src, argv)), None
+        return redact_settings(normalise_argv(src, argv)), None
     except ValueError as exc:
         return None, f"{whose} argv does not parse with sglang {src.version}: {exc}"
 
@@ -278,8 +253,8 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
             elif have is not None and uset is not None:
                 pending += diff_settings(uset, have)
             elif ulaunch["sglang_argv"] != running["sglang_argv"]:
-                pending.append(("argv", " ".join(mask_argv(ulaunch["sglang_argv"])),
-                                " ".join(mask_argv(running["sglang_argv"]))))
+                pending.append(("argv", " ".join(redact_argv(ulaunch["sglang_argv"])),
+                                " ".join(redact_argv(running["sglang_argv"]))))
             if pending:
                 items.append(_item("pending restart (the unit on disk differs from the running process)",
                                    "; ".join(f"{k} {_show(u)} (unit)" for k, u, _ in pending),
@@ -300,7 +275,7 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
             resolved = server.get("resolved") or {}
             differs = {i["what"] for i in items}
             for key in sorted(want):
-                if key in SECRET_ARGS or key in differs or key not in resolved:
+                if key in SECRET_FIELDS or key in differs or key not in resolved:
                     continue
                 if not _same(want[key], resolved[key]):
                     items.append(_item(f"resolved {key}", want[key], resolved[key],
@@ -389,7 +364,7 @@ def observe(desired: dict, run, *, server_url: str = "", api_key: str = "", time
     if server_url and observed["running"]:
         try:
             info = read_server(server_url, api_key, timeout)["server_info"]
-            observed["server"] = {"url": server_url, "resolved": {k: v for k, v in info.items() if k not in SECRET_ARGS
+            observed["server"] = {"url": server_url, "resolved": {k: v for k, v in info.items() if k not in SECRET_FIELDS
                                                                    and k != "launch_command"}}
         except AuditError as exc:
             observed["server"] = {"url": server_url, "error": str(exc)}
@@ -413,10 +388,10 @@ def drift_report(src, desired: dict, observed: dict) -> dict:
     running = observed.get("running")
     shown_running = None
     if running:
-        shown_running = {**running, "sglang_argv": mask_argv(running["sglang_argv"])}
+        shown_running = {**running, "sglang_argv": redact_argv(running["sglang_argv"])}
     unit = dict(observed.get("unit") or {})
     if unit.get("argv"):
-        unit["argv"] = mask_argv(unit["argv"])
+        unit["argv"] = redact_argv(unit["argv"])
     lines = [summary_line(host, items)] + [item_line(host, i) for i in items]
     return {
         "host": host, "in_sync": not items, "differences": len(items), "items": items,

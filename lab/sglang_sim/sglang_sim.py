@@ -55,6 +55,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_CONFIG = "/etc/sglang-sim/config.json"
+FAULT_KNOBS = ("never_healthy", "slow_start_s", "degrade_factor", "disable_optimization", "crash_after_requests")
 
 BW_EFFICIENCY = 0.85
 SIM_EFFICIENCY = 0.47
@@ -75,13 +76,28 @@ ALIAS_DESTS = {
     "data_parallel_size": "dp_size",
     "expert_parallel_size": "ep_size",
 }
-# A flag is secret when its dest is one of these or ends with "_<one of these>" (api_key,
-# admin_api_key, hf_token...), never merely containing the word (speculative_num_draft_tokens).
-SECRET_WORDS = ("api_key", "token", "secret", "password")
+# As bad as the real release: SGLang keeps secrets in clear where it shows its arguments.
+# /server_info is every field, api_key and admin_api_key included (0.5.11
+# srt/entrypoints/http_server.py:641 `dataclasses.asdict(server_args)`; 0.5.23
+# srt/utils/common.py:3589 `build_server_info` -> `resolved_dict()`). `launch_command` exists
+# from 0.5.20 (srt/server_args.py:736 `" ".join(argv)`, the argv the launcher's in-process
+# `--api-key K` is part of; 0.5.22+ redacts only --watermark-config, 0.5.23
+# srt/server_args.py:717); before 0.5.20 /server_info has no launch_command. At start-up SGLang
+# logs every server arg to stderr: `server_args=ServerArgs(...)` (the dataclass repr) up to
+# 0.5.18 (0.5.11 srt/entrypoints/engine.py:679, 0.5.18 :1095 `logger.info(f"{server_args=}")`),
+# `server_args={...}` (a dict) from 0.5.19 (0.5.19 engine.py:1098 `resolved_dict()`, 0.5.23
+# engine.py:1185 `_server_args_for_logging`, watermark keys redacted only).
+LAUNCH_COMMAND_SINCE = (0, 5, 20)
+WATERMARK_REDACTED_SINCE = (0, 5, 22)
+ARGS_LOGGED_AS_DICT_SINCE = (0, 5, 19)
 
 
-def is_secret_dest(dest: str) -> bool:
-    return any(dest == w or dest.endswith("_" + w) for w in SECRET_WORDS)
+def version_tuple(version: str) -> tuple:
+    parts = []
+    for part in str(version).split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
 
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
@@ -214,6 +230,20 @@ def load_sim_config() -> dict:
         raise SimError(f"sglang-sim: config file {path} lacks hardware keys: {', '.join(missing)}")
     cfg["hardware"] = {k: hw[k] for k in ("gpu_model", "gpu_count", "compute_capability",
                                            "hbm_bandwidth_gbs")}
+    # Fault knobs from the unit's environment (SGLANG_SIM_FAULTS='{"never_healthy": true}'), over
+    # the file's: a fault that belongs to one release (its unit) and goes away when a rollback
+    # restores the previous unit, as a bad release's would.
+    faults = os.environ.get("SGLANG_SIM_FAULTS", "")
+    if faults:
+        try:
+            extra = json.loads(faults)
+        except ValueError as exc:
+            raise SimError(f"sglang-sim: SGLANG_SIM_FAULTS is not valid JSON: {exc}") from exc
+        unknown = sorted(set(extra) - set(FAULT_KNOBS)) if isinstance(extra, dict) else ["(not an object)"]
+        if unknown:
+            raise SimError(f"sglang-sim: SGLANG_SIM_FAULTS: unknown knobs {', '.join(unknown)}; "
+                           f"known: {', '.join(FAULT_KNOBS)}")
+        cfg.update(extra)
     return cfg
 
 
@@ -253,23 +283,34 @@ def estimate_weight_bytes(model_path: str, model_config: dict, sim_cfg: dict) ->
     return params * (4 if "32" in dtype else 1 if "8" in dtype else 2)
 
 
-def strip_secrets(parser: argparse.ArgumentParser, argv: list) -> list:
-    """argv with secret flags (--api-key ... and their values) removed, prefixes included."""
-    opts = parser._option_string_actions
-    out, skip = [], False
+def launch_command(version: str, argv: list):
+    """/server_info's `launch_command` as the release builds it: None before 0.5.20, else the
+    merged argv joined by spaces, secrets in clear; 0.5.22+ redacts the --watermark-config value
+    (sampling/watermarking/core.py `redact_watermark_command_line`), nothing else."""
+    if version_tuple(version) < LAUNCH_COMMAND_SINCE:
+        return None
+    if version_tuple(version) < WATERMARK_REDACTED_SINCE:
+        return " ".join(argv)
+    out, hide = [], False
     for tok in argv:
-        if skip:
-            skip = False
-            continue
-        if tok.startswith("--"):
-            name, eq, _ = tok.partition("=")
-            hits = [o for o in opts if o == name] or [o for o in opts if o.startswith(name)]
-            dest = opts[hits[0]].dest if len(hits) == 1 else ""
-            if dest and is_secret_dest(dest):
-                skip = not eq
-                continue
-        out.append(tok)
-    return out
+        if hide:
+            out.append("<redacted>")
+            hide = False
+        elif tok == "--watermark-config":
+            out.append(tok)
+            hide = True
+        elif tok.startswith("--watermark-config="):
+            out.append("--watermark-config=<redacted>")
+        else:
+            out.append(tok)
+    return " ".join(out)
+
+
+def server_args_log_line(version: str, resolved: dict) -> str:
+    """SGLang's start-up log line of its server args (api_key in clear, as the real one)."""
+    if version_tuple(version) >= ARGS_LOGGED_AS_DICT_SINCE:
+        return f"server_args={resolved!r}"
+    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in resolved.items()) + ")"
 
 
 def accept_length(steps, topk, draft) -> float:
@@ -517,8 +558,10 @@ class Engine:
                      "max_running_requests")}
         if self.steps and self.spec_verify_ct:
             state["avg_spec_accept_length"] = self.avg_accept()
-        return {**self.resolved, "launch_command": self.launch_command,
-                "internal_states": [state], "version": self.version}
+        info = dict(self.resolved)
+        if self.launch_command is not None:
+            info["launch_command"] = self.launch_command
+        return {**info, "internal_states": [state], "version": self.version}
 
     def metrics(self) -> str:
         name = self.resolved.get("served_model_name") or self.resolved.get("model_path")
@@ -879,7 +922,7 @@ def main(argv=None) -> int:
         print(str(exc), file=sys.stderr, flush=True)
         return 1
     FINDINGS[:] = [_finding_dict(f) for f in findings]
-    launch = " ".join(strip_secrets(parser, argv))
+    launch = launch_command(src.version, argv)
     engine = Engine(resolved, hardware, weight_bytes, sim_cfg, model_config, src.version, launch)
     Handler.engine = engine
     host, port = resolved.get("host") or "127.0.0.1", int(resolved.get("port") or 30000)
@@ -889,6 +932,7 @@ def main(argv=None) -> int:
         print(f"sglang-sim: cannot listen on {host}:{port}: {exc}", file=sys.stderr, flush=True)
         return 1
     httpd.daemon_threads = True
+    log(server_args_log_line(src.version, resolved))
     log(f"sglang-sim {src.version} (simulated SGLang, not a real engine): model "
         f"{model_path}, tp_size={tp}, {hardware['gpu_count']}x {hardware['gpu_model']}, "
         f"single-stream {engine.single_stream:.1f} tok/s, accept length {engine.accept_len}")

@@ -249,12 +249,31 @@ def test_ct129_server_info_resolution(ct129):
             "EAGLE", 3, 1, 4)
         assert info["mem_fraction_static"] == 0.88
         assert info["enable_two_batch_overlap"] is False
-        assert info["api_key"] == "s3cret"       # the real record keeps it; argv loses it
-        assert "s3cret" not in info["launch_command"]
-        assert "--api-key" not in info["launch_command"]
-        assert "--speculative-num-draft-tokens 4" in info["launch_command"]  # "tokens" is no secret
-        assert info["launch_command"].endswith("--context-length 131072 --enable-metrics")
+        assert info["api_key"] == "s3cret"       # in clear, as in the real record
+        assert "launch_command" not in info      # 0.5.11 has none (from 0.5.20)
         assert 2.5 < info["internal_states"][0]["avg_spec_accept_length"] <= 3.2
+
+
+@pytest.mark.parametrize("version, launch, logged", [
+    ("0.5.11", None, "server_args=ServerArgs(model_path="),
+    ("0.5.18", None, "server_args=ServerArgs(model_path="),
+    ("0.5.20", "--api-key canary-k3y --admin-api-key=canary-adm1n", "server_args={'model_path': "),
+    ("0.5.23", "--api-key canary-k3y --admin-api-key=canary-adm1n", "server_args={'model_path': "),
+])
+def test_secrets_in_clear_as_in_the_real_release(sim, version, launch, logged):
+    """/server_info and the start-up log carry the keys, as real SGLang's do (see sglang_sim.py)."""
+    s = sim(version, ["--tp", "2", "--api-key", "canary-k3y", "--admin-api-key=canary-adm1n"], model=LLAMA)
+    s.wait_healthy()
+    info = s.json("/server_info", headers={"Authorization": "Bearer canary-k3y"})
+    assert (info["api_key"], info["admin_api_key"]) == ("canary-k3y", "canary-adm1n")
+    if launch is None:
+        assert "launch_command" not in info
+    else:
+        assert info["launch_command"] == f"--model-path {s.model} --port {s.port} --tp 2 {launch}"
+    s.proc.terminate()
+    err = s.proc.communicate(timeout=10)[1]
+    line = next(ln for ln in err.splitlines() if "server_args=" in ln)
+    assert logged in line and "'canary-k3y'" in line and "'canary-adm1n'" in line
 
 
 def test_speculative_auto_choice_when_unset(sim):
@@ -265,7 +284,6 @@ def test_speculative_auto_choice_when_unset(sim):
             info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
         "EAGLE", 3, 1, 4)
     assert info["mem_fraction_static"] == 0.85
-    assert "--mem-fraction-static" not in info["launch_command"]
 
 
 def test_piecewise_on_for_a_text_model(sim):

@@ -199,8 +199,9 @@ def test_runtime_speculative_silently_off(tmp_path):
 
 
 def test_runtime_server_started_with_other_flags(tmp_path):
-    src, args, report = ct129_report(tmp_path)
-    sim = _sim.Sim(tmp_path / "host", "0.5.11", _sim.MTP1_ARGV)
+    # launch_command is in /server_info from 0.5.20 (lab/sglang_sim/README.md): 0.5.11 cannot tell
+    src, args, report = ct129_report(tmp_path, version="0.5.20")
+    sim = _sim.Sim(tmp_path / "host", "0.5.20", _sim.MTP1_ARGV)
     try:
         sim.wait_healthy()
         args = {**args, "model_path": str(sim.model), "port": sim.port}
@@ -218,7 +219,7 @@ def test_runtime_server_started_with_other_flags(tmp_path):
         "with the inventory's.")
     assert report["failures"][1].startswith(
         "ct129: SGLang resolved speculative decoding differently than predicted: predicted on (EAGLE 3/1/4), rule "
-        "sglang/srt/server_args.py:3310, server says speculative_algorithm=EAGLE speculative_num_steps=1 "
+        "sglang/srt/arg_groups/speculative_hook.py:70, server says speculative_algorithm=EAGLE speculative_num_steps=1 "
         "speculative_eagle_topk=1 speculative_num_draft_tokens=2. The server runs other arguments than the "
         "inventory's (see above): run deploy.yml, then audit again")
     assert report["failures"][2].startswith("ct129: SGLang resolved mem_fraction_static differently than predicted: "

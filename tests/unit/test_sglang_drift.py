@@ -9,14 +9,12 @@ import pathlib
 
 import pytest
 import yaml
-from ansible.module_utils.sglang_args import flag_groups, systemd_quote, to_argv
+from ansible.module_utils.sglang_args import REDACTED, flag_groups, redact_argv, systemd_quote, to_argv
 from ansible.module_utils.sglang_drift import (
-    MASK,
     compare,
     desired_state,
     drift_report,
     fleet_summary,
-    mask_argv,
     observe,
     parse_cmdline,
     parse_show,
@@ -140,19 +138,19 @@ def test_unit_changed_but_not_restarted_is_a_pending_restart(src):
     assert compare(src, desired(), observed(running, unit_argv=spelled)) == []
 
 
-def test_secrets_in_the_running_argv_are_masked(src):
+def test_secrets_in_the_running_argv_are_redacted(src):
     argv = launch(to_argv(ARGS) + ["--api-key", "sk-live-123", "--admin-api=adm-456"])
     report = drift_report(src, desired(), observed(argv, unit_argv=launch(to_argv(ARGS))))
     text = json.dumps(report)
     assert "sk-live-123" not in text and "adm-456" not in text
     assert [(i["what"], i["desired"], i["actual"]) for i in report["items"]] == [
-        ("admin_api_key", None, MASK), ("api_key", None, MASK),
+        ("admin_api_key", None, REDACTED), ("api_key", None, REDACTED),
         ("pending restart (the unit on disk differs from the running process)",
-         "admin_api_key unset (unit); api_key unset (unit)", f"admin_api_key {MASK} (running); api_key {MASK} (running)"),
+         "admin_api_key unset (unit); api_key unset (unit)", f"admin_api_key {REDACTED} (running); api_key {REDACTED} (running)"),
     ]
-    assert report["running"]["sglang_argv"][-3:] == ["--api-key", MASK, f"--admin-api={MASK}"]
-    assert mask_argv(["--api-k", "x", "--port", "1", "--admin-api-key=y"]) == \
-        ["--api-k", MASK, "--port", "1", f"--admin-api-key={MASK}"]
+    assert report["running"]["sglang_argv"][-3:] == ["--api-key", REDACTED, f"--admin-api={REDACTED}"]
+    assert redact_argv(["--api-k", "x", "--port", "1", "--admin-api-key=y"]) == \
+        ["--api-k", REDACTED, "--port", "1", f"--admin-api-key={REDACTED}"]
 
 
 def test_service_stopped_compares_the_unit_instead(src):
