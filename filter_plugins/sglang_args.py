@@ -26,6 +26,13 @@ def _wrap(name, func):
     return filter_
 
 
+def sglang_redact(text, secrets):
+    """`text` with every value of `secrets` (a mapping such as sglang_service_secrets, or a list)
+    replaced by <redacted>, e.g. a service log that SGLang wrote its server args into."""
+    values = secrets.values() if isinstance(secrets, dict) else (secrets or [])
+    return sglang_args.redact_text(text, [v for v in values if isinstance(v, (str, int)) and not isinstance(v, bool)])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -35,4 +42,5 @@ class FilterModule:
             "sglang_args_problems": sglang_args.check_args,
             "env_file_line": _wrap("env_file_line", sglang_args.env_file_line),
             "sglang_local_url": sglang_args.local_url,
+            "sglang_redact": sglang_redact,
         }
