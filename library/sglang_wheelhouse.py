@@ -3,25 +3,32 @@
 
 DOCUMENTATION = r"""
 module: sglang_wheelhouse
-short_description: Download an SGLang release's wheel once on the controller and read its pins
+short_description: Lock an SGLang release by hash for one host's Python and platform, and cache its wheels
 description:
-  - Runs where it is delegated (the controller). Downloads the C(sglang) wheel for the host's
-    Python and platform into O(dest) with pip, unless it is there already, and optionally the
-    C(uv) wheel for the host.
-  - Reads the wheel's metadata and returns the exact pins SGLang ships with (torch,
-    flashinfer-python, sglang-kernel...), adding C(flashinfer-jit-cache) in lockstep with
-    C(flashinfer-python): a skew between the two broke SGLang (sglang PR 28786).
-  - Extracts the C(sglang) package's source next to the wheel, so flags can be checked
-    against the exact release before anything changes on a host.
+  - Runs where it is delegated (the controller). Resolves a hash-locked lock for (SGLang version,
+    profile, the host's CPython version, CPU architecture and glibc) with C(uv pip compile
+    --generate-hashes --only-binary :all:), once: the lock is kept under O(dest)/locks and reused
+    while its inputs are the same (delete it to re-resolve).
+  - I(light) locks the C(sglang) wheel alone; I(full) locks sglang with its whole CUDA stack,
+    constrained so that C(flashinfer-python), C(flashinfer-cubin) and C(flashinfer-jit-cache) move
+    in lockstep (a skew broke SGLang, sglang PR 28786); O(extra_pins) override the wheel's own pins.
+  - Picks each wheel in O(dest) by its tags for the host (C(packaging.tags)), downloads the missing
+    ones with pip, and checks every wheel's sha256 against the lock. A wheel whose sha256 is not in
+    the lock fails the task with the file, the expected and actual sha256 and the fix.
+  - Reads the sglang wheel's pins with C(packaging) (markers evaluated for the host, extras left
+    out) and extracts its source next to the wheels, so flags can be checked against the exact
+    release before anything changes on a host.
   - The wheelhouse is a cache on the controller, so filling it is never reported as a change.
 options:
   version: {description: SGLang release (PyPI version)., type: str, required: true}
   dest: {description: Controller folder of the wheelhouse., type: path, required: true}
   python_version: {description: The host's Python as C(3.11)., type: str, required: true}
-  architecture: {description: The host's CPU architecture., type: str, default: x86_64}
-  uv_version: {description: Also fetch this uv release for the host (empty to skip)., type: str, default: ""}
-  extra_pins: {description: Extra pins (name -> version) that win over the wheel's., type: dict, default: {}}
-  retries: {description: Download attempts before failing., type: int, default: 3}
+  architecture: {description: The host's CPU architecture (x86_64 or aarch64)., type: str, default: x86_64}
+  glibc: {description: The host's glibc version as C(2.36)., type: str, required: true}
+  profile: {description: C(full) (sglang and its CUDA stack) or C(light) (the sglang wheel alone)., type: str, default: full}
+  uv_version: {description: Also lock and fetch this uv release for the host (empty to skip)., type: str, default: ""}
+  extra_pins: {description: Extra pins (name -> version) that override the wheel's (full profile)., type: dict, default: {}}
+  retries: {description: Download and resolution attempts before failing., type: int, default: 3}
 """
 
 EXAMPLES = r"""
@@ -30,82 +37,108 @@ EXAMPLES = r"""
     version: "0.5.11"
     dest: ~/.cache/sglang-fleet/wheelhouse
     python_version: "3.11"
+    architecture: x86_64
+    glibc: "2.36"
+    profile: light
   delegate_to: localhost
 """
 
 RETURN = r"""
-wheel: {description: Path of the sglang wheel on the controller., type: str, returned: always}
-wheel_sha256: {description: SHA-256 of the sglang wheel., type: str, returned: always}
-uv_wheel: {description: Path of the uv wheel, or empty., type: str, returned: always}
+wheel: {description: Path of the sglang wheel chosen for the host., type: str, returned: always}
+wheel_sha256: {description: SHA-256 of that wheel (one of the lock's)., type: str, returned: always}
+wheels: {description: Every wheel the host installs from the lock (sglang alone for light)., type: list, returned: always}
+lock: {description: The hash-locked requirements the host installs with --require-hashes., type: str, returned: always}
+lock_file: {description: Where that lock is kept on the controller., type: str, returned: always}
+uv_wheel: {description: Path of the uv wheel for the host, or empty., type: str, returned: always}
+uv_lock: {description: The hash-locked uv requirement (PyPI's sha256 of that wheel), or empty., type: str, returned: always}
 source_dir: {description: Extracted C(sglang) package folder of this release., type: str, returned: always}
-pins: {description: Exact pins for the full profile (name -> version), sorted., type: dict, returned: always}
+pins: {description: The sglang wheel's exact pins on this host (name -> version) plus extra_pins, sorted., type: dict, returned: always}
 downloaded: {description: Wheels downloaded by this run., type: list, returned: always}
 """
 
-import glob
-import hashlib
 import os
-import re
 import shutil
 import sys
 import time
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
-
-# glibc levels pip may pick for a manylinux wheel (pip matches each tag exactly).
-MANYLINUX = ("2_17", "2_24", "2_27", "2_28", "2_31", "2_34", "2_35")
-LOCKSTEP = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
-
-
-def canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def find_wheel(dest, name, version):
-    pattern = os.path.join(dest, f"{name}-{version}-*.whl")
-    found = sorted(glob.glob(pattern))
-    return found[0] if found else ""
-
-
-def download(module, dest, requirement, python_version, architecture, retries):
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--implementation", "cp", "--python-version", python_version, "--dest", dest]
-    for level in MANYLINUX:
-        argv += ["--platform", f"manylinux_{level}_{architecture}"]
-    argv += ["--platform", f"manylinux2014_{architecture}", "--platform", "any", requirement]
-    for attempt in range(1, retries + 1):
-        rc, out, err = module.run_command(argv)
-        if rc == 0:
-            return
-        if attempt < retries:
-            time.sleep(min(2 ** attempt, 10))
-    module.fail_json(
-        msg=f"could not download {requirement} for Python {python_version} on {architecture} after "
-            f"{retries} attempts; check the version exists on the index (pip index versions "
-            f"{requirement.split('==')[0]}) and that the controller reaches it",
-        rc=rc, stdout=out, stderr=err, cmd=argv)
+from ansible.module_utils.sglang_wheels import (
+    WheelError,
+    check_hash,
+    choose_wheel,
+    find_uv,
+    full_lock_inputs,
+    host_platforms,
+    host_tags,
+    lockstep_skew,
+    make_lock,
+    parse_lock,
+    serving_extras,
+    wheel_pins,
+)
+from packaging.utils import canonicalize_name
 
 
-def wheel_pins(wheel):
-    """Exact `name==version` requirements that apply whatever the extras and platform."""
-    with zipfile.ZipFile(wheel) as zf:
-        meta_name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = zf.read(meta_name).decode("utf-8")
-    pins = {}
-    for line in metadata.splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
-        req = line.split(":", 1)[1].strip()
-        if ";" in req:  # extras and platform markers: not part of the base install
-            continue
-        match = re.match(r"^([A-Za-z0-9_.-]+)==([^,\s]+)$", req)
-        if match:
-            pins[canonical(match.group(1))] = match.group(2)
-    if "flashinfer-python" in pins:
-        for name in LOCKSTEP:
-            pins.setdefault(name, pins["flashinfer-python"])
-    return pins
+class Wheelhouse:
+    """One host's view of the controller wheelhouse: its tags, platform and locks."""
+
+    def __init__(self, module):
+        p = module.params
+        self.module, self.dest, self.retries = module, p["dest"], p["retries"]
+        self.python, self.arch, self.glibc = p["python_version"], p["architecture"], p["glibc"]
+        self.tags = host_tags(self.python, self.arch, self.glibc)
+        self.host = f"CPython {self.python} on {self.arch} (glibc {self.glibc})"
+        self.downloaded = []
+        self.uv = find_uv()
+
+    def lock(self, key, requirement, no_deps, constraints=(), overrides=()):
+        """The lock for `requirement` on this host's platform (made once, then reused)."""
+        return make_lock(self.module.run_command, self.uv, self.dest, key, requirement, self.python, self.arch,
+                         self.glibc, no_deps, constraints, overrides, self.retries)
+
+    def wheels(self, lock_file, text):
+        """The host's wheel for every pin of the lock, each checked against the lock's sha256."""
+        entries = parse_lock(text)
+        chosen, missing = {}, []
+        for name, (version, hashes) in entries.items():
+            path = choose_wheel(self.dest, name, version, self.tags)
+            if path:
+                check_hash(path, name, version, hashes, lock_file)
+                chosen[name] = path
+            else:
+                missing.append(f"{name}=={version}")
+        if missing:
+            self.download(missing)
+            for requirement in missing:
+                name, version = requirement.split("==")
+                path = choose_wheel(self.dest, name, version, self.tags)
+                if not path:
+                    raise WheelError(f"no wheel of {requirement} for {self.host} in {self.dest} after downloading it "
+                                     "(pip picked none that fits this host); pick another release or Python")
+                check_hash(path, name, version, entries[name][1], lock_file)
+                self.downloaded.append(os.path.basename(path))
+                chosen[name] = path
+        return chosen
+
+    def download(self, requirements):
+        minor = self.python.split(".")[1]
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                "--disable-pip-version-check", "--implementation", "cp", "--python-version", self.python,
+                "--abi", f"cp3{minor}", "--abi", "abi3", "--abi", "none", "--dest", self.dest]
+        for platform in host_platforms(self.arch, self.glibc):
+            argv += ["--platform", platform]
+        argv += requirements
+        for attempt in range(1, self.retries + 1):
+            rc, out, err = self.module.run_command(argv)
+            if rc == 0:
+                return
+            if attempt < self.retries:
+                time.sleep(min(2 ** attempt, 10))
+        self.module.fail_json(
+            msg=f"could not download {' '.join(requirements)} for {self.host} after {self.retries} attempts; "
+                "check the versions exist on the index (pip index versions <name>) and that the controller reaches it",
+            rc=rc, stdout=out, stderr=err, cmd=argv)
 
 
 def extract_source(wheel, version, dest):
@@ -136,6 +169,8 @@ def main():
             dest=dict(type="path", required=True),
             python_version=dict(type="str", required=True),
             architecture=dict(type="str", default="x86_64"),
+            glibc=dict(type="str", required=True),
+            profile=dict(type="str", default="full", choices=["full", "light"]),
             uv_version=dict(type="str", default=""),
             extra_pins=dict(type="dict", default={}),
             retries=dict(type="int", default=3),
@@ -144,39 +179,52 @@ def main():
     )
     p = module.params
     os.makedirs(p["dest"], exist_ok=True)
-    downloaded = []
-    wheels = {}
-    wanted = [("sglang", p["version"])] + ([("uv", p["uv_version"])] if p["uv_version"] else [])
-    for name, version in wanted:
-        wheel = find_wheel(p["dest"], name, version)
-        if not wheel:
-            download(module, p["dest"], f"{name}=={version}", p["python_version"], p["architecture"], p["retries"])
-            wheel = find_wheel(p["dest"], name, version)
-            downloaded.append(os.path.basename(wheel))
-        wheels[name] = wheel
-
-    pins = wheel_pins(wheels["sglang"])
-    extra = {canonical(k): str(v) for k, v in p["extra_pins"].items()}
-    skew = {n: v for n, v in extra.items() if n in LOCKSTEP and pins.get(n) not in (None, v)}
-    if skew:
-        module.fail_json(
-            msg=f"ml_env_extra_pins {skew} would skew FlashInfer against sglang {p['version']}, which "
-                f"pins flashinfer-python=={pins['flashinfer-python']}; flashinfer-python, flashinfer-cubin "
+    try:
+        house = Wheelhouse(module)
+        # The sglang wheel alone first: its metadata gives the pins the full lock is constrained by.
+        sglang = f"sglang=={p['version']}"
+        light_file, light_lock = house.lock(f"sglang-{p['version']}-light", sglang, no_deps=True)
+        wheel = house.wheels(light_file, light_lock)["sglang"]
+        extras = serving_extras(wheel)
+        pins = wheel_pins(wheel, house.python, house.arch, extras)
+        extra = {canonicalize_name(k): str(v) for k, v in p["extra_pins"].items()}
+        skew = lockstep_skew(pins, extra)
+        if skew:
+            raise WheelError(
+                f"ml_env_extra_pins {skew} would skew FlashInfer against sglang {p['version']}, which "
+                f"pins flashinfer-python=={pins.get('flashinfer-python')}; flashinfer-python, flashinfer-cubin "
                 "and flashinfer-jit-cache must move in lockstep (sglang PR 28786): remove the pin or pin "
                 "all three to the same version")
-    pins.update(extra)
-    pins["sglang"] = p["version"]
+        pins.update(extra)
+        pins["sglang"] = p["version"]
+        if p["profile"] == "light":
+            lock_file, lock, wheels = light_file, light_lock, [wheel]
+        else:
+            constraints, overrides = full_lock_inputs(pins, extra)
+            full = f"sglang[{','.join(extras)}]=={p['version']}" if extras else sglang
+            lock_file, lock = house.lock(f"sglang-{p['version']}-full", full, False, constraints, overrides)
+            chosen = house.wheels(lock_file, lock)
+            wheel, wheels = chosen["sglang"], sorted(chosen.values())
+        uv_wheel = uv_lock = ""
+        if p["uv_version"]:
+            uv_file, uv_lock = house.lock(f"uv-{p['uv_version']}", f"uv=={p['uv_version']}", no_deps=True)
+            uv_wheel = house.wheels(uv_file, uv_lock)["uv"]
+        source_dir = extract_source(wheel, p["version"], p["dest"])
+    except WheelError as exc:
+        module.fail_json(msg=str(exc))
 
-    with open(wheels["sglang"], "rb") as fh:
-        sha256 = hashlib.sha256(fh.read()).hexdigest()
     module.exit_json(
         changed=False,
-        wheel=wheels["sglang"],
-        wheel_sha256=sha256,
-        uv_wheel=wheels.get("uv", ""),
-        source_dir=extract_source(wheels["sglang"], p["version"], p["dest"]),
+        wheel=wheel,
+        wheel_sha256=check_hash(wheel, "sglang", p["version"], parse_lock(lock)["sglang"][1], lock_file),
+        wheels=wheels,
+        lock=lock,
+        lock_file=lock_file,
+        uv_wheel=uv_wheel,
+        uv_lock=uv_lock,
+        source_dir=source_dir,
         pins=dict(sorted(pins.items())),
-        downloaded=downloaded,
+        downloaded=house.downloaded,
     )
 
 
