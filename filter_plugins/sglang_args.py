@@ -17,9 +17,9 @@ _SPEC.loader.exec_module(sglang_args)
 
 
 def _wrap(name, func):
-    def filter_(value, *rest):
+    def filter_(value, *rest, **kwargs):
         try:
-            return func(value, *rest)
+            return func(value, *rest, **kwargs)
         except sglang_args.ArgsError as exc:
             raise AnsibleFilterError(f"{name}: {exc}") from exc
 
@@ -43,4 +43,5 @@ class FilterModule:
             "env_file_line": _wrap("env_file_line", sglang_args.env_file_line),
             "sglang_local_url": sglang_args.local_url,
             "sglang_redact": sglang_redact,
+            "sglang_unit_value_problems": sglang_args.unit_value_problems,
         }

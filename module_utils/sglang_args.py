@@ -39,6 +39,12 @@ LEADING_ARGS = ("model_path",)
 
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SYSTEMD_SAFE_RE = re.compile(r"^[A-Za-z0-9_./:,+=@-]+$")
+# What ends a line of a unit or EnvironmentFile (and what no argv word can hold): newline,
+# carriage return, NUL. A value with one could add a directive (`ExecStartPre=+...`, as root).
+_LINE_BREAK_RE = re.compile("[\n\r\x00]")
+_BREAK_NAMES = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\x00": "a NUL byte (\\0)"}
+# systemd directive names ([Service] settings of sglang_service_hardening / _unit_extra).
+_DIRECTIVE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
 class ArgsError(ValueError):
@@ -56,6 +62,8 @@ def dest_name(flag):
 
 
 def _scalar(key, value):
+    if isinstance(value, str) and _LINE_BREAK_RE.search(value):
+        raise ArgsError(f"sglang_args.{key}: {line_break_problem(value)}")
     if isinstance(value, bool):  # bool is an int: test it first
         raise ArgsError(f"sglang_args.{key}: a list may not contain booleans, got {value!r}")
     if isinstance(value, int):
@@ -127,15 +135,21 @@ def to_argv(args):
     return argv
 
 
-def systemd_quote(word):
-    """Quote one argv word for a systemd ExecStart= line.
+def systemd_quote(word, exec_line=True):
+    """Quote one argv word for a systemd ExecStart= line (or, exec_line=False, an Environment=
+    assignment, where `$` has no special meaning: systemd.exec "Environment=").
 
-    systemd splits on white space, honours double quotes with C escapes, expands `$VAR`
-    and `%` specifiers: safe words stay bare, others are double-quoted with `\\` and `"`
-    escaped, and `$`, `%` doubled so they reach the process literally.
+    systemd splits on white space, honours double quotes with C escapes, expands `$VAR` (command
+    lines only) and `%` specifiers: safe words stay bare, others are double-quoted with `\\` and
+    `"` escaped, and `%` (and on command lines `$`) doubled so they reach the process literally.
+    A newline, carriage return or NUL cannot be quoted: refused.
     """
     word = str(word)
-    escaped = word.replace("%", "%%").replace("$", "$$")
+    if _LINE_BREAK_RE.search(word):
+        raise ArgsError(line_break_problem(word))
+    escaped = word.replace("%", "%%")
+    if exec_line:
+        escaped = escaped.replace("$", "$$")
     if _SYSTEMD_SAFE_RE.match(word):
         return escaped
     return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -208,12 +222,54 @@ def env_file_line(name, value):
     if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
         raise ArgsError(f"sglang_service_secrets: {name!r} is not a valid environment variable name")
     text = str(value)
-    if "\n" in text or "\r" in text:
-        raise ArgsError(f"sglang_service_secrets.{name}: the value contains a line break, which an "
-                        "EnvironmentFile cannot hold")
+    if _LINE_BREAK_RE.search(text):   # the value is a secret: never shown
+        raise ArgsError(f"sglang_service_secrets.{name}: {line_break_problem(text)}")
     for char in ("\\", '"', "$", "`"):
         text = text.replace(char, "\\" + char)
     return f'{name}="{text}"'
+
+
+def line_break_problem(text):
+    """Why a value with a newline, carriage return or NUL is refused, and the fix."""
+    found = ", ".join(name for char, name in _BREAK_NAMES.items() if char in str(text))
+    return (f"the value contains {found}, which would end its line in the systemd unit or the "
+            "EnvironmentFile and could start another directive (e.g. ExecStartPre=, run as root); "
+            "remove it: a value there must be a single line without NUL bytes")
+
+
+def unit_value_problems(variables):
+    """Problems with what the unit and the EnvironmentFile are rendered from, before any host changes.
+
+    `variables` maps each role variable's name to its value (sglang_service_environment,
+    sglang_service_hardening, sglang_version, ...). Every string in them, mapping keys included,
+    is checked for newline, carriage return and NUL; names of environment variables and of
+    systemd directives must be valid names. Values are never shown (some are secrets).
+    """
+    problems = []
+
+    def walk(where, value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if _LINE_BREAK_RE.search(str(key)):
+                    problems.append(f"{where}: the name {str(key)[:40]!r}... : {line_break_problem(key)}")
+                    continue
+                walk(f"{where}.{key}", item)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(f"{where}[{i}]", item)
+        elif isinstance(value, str) and _LINE_BREAK_RE.search(value):
+            problems.append(f"{where}: {line_break_problem(value)}")
+
+    for name, value in variables.items():
+        walk(name, value)
+        if name in ("sglang_service_environment", "sglang_service_secrets") and isinstance(value, dict):
+            problems += [f"{name}: {key!r} is not a valid environment variable name (letters, digits and _, "
+                         "not starting with a digit)" for key in value
+                         if not isinstance(key, str) or not _ENV_NAME_RE.match(key)]
+        if name in ("sglang_service_hardening", "sglang_service_unit_extra") and isinstance(value, dict):
+            problems += [f"{name}: {key!r} is not a systemd [Service] directive name (e.g. LimitMEMLOCK)"
+                         for key in value if not isinstance(key, str) or not _DIRECTIVE_RE.match(key)]
+    return problems
 
 
 def local_url(args):

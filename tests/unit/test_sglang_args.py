@@ -148,7 +148,7 @@ def test_misspelled_role_variables_get_a_suggestion():
 
 def test_env_file_lines_are_quoted_for_systemd():
     assert FILTERS["env_file_line"]("HF_TOKEN", 'a"b$c\\d`e') == 'HF_TOKEN="a\\"b\\$c\\\\d\\`e"'
-    with pytest.raises(AnsibleFilterError, match="the value contains a line break"):
+    with pytest.raises(AnsibleFilterError, match=r"sglang_service_secrets.HF_TOKEN: the value contains a newline \(\\n\)"):
         FILTERS["env_file_line"]("HF_TOKEN", "a\nb")
 
 
