@@ -73,9 +73,14 @@ def test_second_deploy_changes_nothing_and_check_diff_is_clean(fleet):
          "unknown variable sglang_service_ready_timout_s: did you mean sglang_service_ready_timeout_s?"),
         ({"sglang_service_ready_timeout_s": "soon"}, "sglang_service_ready_timeout_s"),
         ({"sglang_version": "0.5.x"}, "ml_env_sglang_version (sglang_version) is '0.5.x': it must be a PyPI release"),
+        ({"sglang_args": {**CT129_ARGS, "host": "0.0.0.0"}},
+         "ct129: sglang_args.host 0.0.0.0 serves SGLang beyond this host, and sglang_service_secrets has no "
+         "SGLANG_API_KEY"),
+        ({"sglang_args": {**CT129_ARGS, "host": "::"}, "sglang_service_allow_unauthenticated_bind": False},
+         "or set sglang_service_allow_unauthenticated_bind: true if an open server is intended"),
     ],
     ids=["tp-over-gpus", "tp-not-int", "tp-zero", "port-range", "model-missing", "secret-in-args",
-         "misspelled-flag", "misspelled-var", "wrong-type", "bad-version"],
+         "misspelled-flag", "misspelled-var", "wrong-type", "bad-version", "open-bind", "open-bind-v6"],
 )
 def test_bad_input_stops_before_anything_changes(fleet, extra, message):
     before = host_state(fleet)
@@ -85,6 +90,19 @@ def test_bad_input_stops_before_anything_changes(fleet, extra, message):
     assert recap(out, HOST)["changed"] == 0
     assert host_state(fleet) == before
     assert "s3cret-value" not in out
+
+
+@pytest.mark.parametrize("extra", [{"sglang_service_allow_unauthenticated_bind": True},
+                                   {"sglang_service_secrets": {"SGLANG_API_KEY": "lab-key-5f1c"}}],
+                         ids=["intended", "with-api-key"])
+def test_open_bind_passes_preflight_when_intended_or_authenticated(fleet, extra):
+    """--check: the checks pass and the unit would change (to --host 0.0.0.0); nothing is changed."""
+    before = host_state(fleet)
+    rc, out = fleet.play("deploy.yml", "--check", "--diff", "-e",
+                         json.dumps({"sglang_args": {**CT129_ARGS, "host": "0.0.0.0"}, **extra}), *FAST)
+    assert "serves SGLang beyond this host" not in out
+    assert "+    --host 0.0.0.0 \\" in out, out
+    assert host_state(fleet) == before
 
 
 def test_version_switch_and_back_keeps_both_envs(fleet):

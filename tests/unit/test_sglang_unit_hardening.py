@@ -1,0 +1,98 @@
+"""The sglang unit, rendered through the role's template and the project's filters, judged by the
+real systemd-analyze: exposure at most 2.5 with the GPU devices allowed, and `verify` clean.
+
+Skipped where systemd-analyze is absent; `--offline=true` needs no running systemd."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ROLE = REPO / "roles" / "sglang_service"
+ANALYZE = shutil.which("systemd-analyze")
+needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
+
+PLAY = """\
+- name: Render the sglang unit as the role does
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars_files:
+    - {repo}/group_vars/all/sglang.yml
+    - {role}/defaults/main.yml
+    - {role}/vars/main.yml
+  tasks:
+    - name: Render the unit
+      ansible.builtin.template:
+        src: {role}/templates/sglang.service.j2
+        dest: "{{{{ unit_out }}}}"
+        mode: "0644"
+"""
+
+
+def render(tmp_path, **variables):
+    """The unit file the role writes for these variables (over defaults), at tmp_path/sglang.service.
+
+    The venv is a folder with bin/python -> this Python, so `systemd-analyze verify` finds ExecStart's binary."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    if not (venv / "bin" / "python").exists():
+        (venv / "bin" / "python").symlink_to(sys.executable)
+    play = tmp_path / "render.yml"
+    play.write_text(PLAY.format(repo=REPO, role=ROLE))
+    unit = tmp_path / "sglang.service"
+    extra = {"unit_out": str(unit), "ansible_python_interpreter": sys.executable, "sglang_service_venv": str(venv),
+             "sglang_args": {"model_path": "/models/Qwen3-27B", "tp_size": 2}, **variables}
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(play),
+                           "-e", json.dumps(extra)], cwd=REPO, capture_output=True, text=True, check=False,
+                          env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return unit
+
+
+def exposure(unit):
+    """systemd-analyze's overall exposure level of a unit file (0.0 safe .. 10.0 unsafe)."""
+    proc = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager", str(unit)], capture_output=True,
+                          text=True, check=False)
+    m = re.search(rf"Overall exposure level for {re.escape(unit.name)}: (\d+\.\d+) ", proc.stdout)
+    assert m, proc.stdout + proc.stderr
+    return float(m.group(1))
+
+
+@needs_analyze
+def test_rendered_unit_exposure_is_at_most_2_5_and_verify_is_clean(tmp_path):
+    unit = render(tmp_path, sglang_service_log_file="/var/log/sglang/sglang.log")
+    lines = unit.read_text().splitlines()
+    # the GPU device nodes stay reachable, nothing else is writable but the service home
+    for line in ("DevicePolicy=closed", "DeviceAllow=char-nvidia* rw", "ProtectSystem=strict",
+                 "ReadWritePaths=/var/lib/sglang", "CapabilityBoundingSet=", "NoNewPrivileges=yes",
+                 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"):
+        assert line in lines, line
+    # allow list first, then what is taken out of it: the order systemd reads them in
+    filters = [line for line in lines if line.startswith("SystemCallFilter=")]
+    assert filters == ["SystemCallFilter=@system-service pidfd_getfd", "SystemCallFilter=~@privileged"]
+    assert not any(line.startswith(("MemoryDenyWriteExecute=", "PrivateDevices=")) for line in lines)
+    assert exposure(unit) <= 2.5
+    proc = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+
+
+@needs_analyze
+def test_exposure_measures_the_hardening(tmp_path):
+    """Without the role's hardening the same unit is rated EXPOSED: the score above is the hardening's."""
+    assert exposure(render(tmp_path, sglang_service_hardening={})) > 9.0
+
+
+def test_list_values_render_one_line_each(tmp_path):
+    unit = render(tmp_path, sglang_service_unit_extra={"ReadWritePaths": ["/data/hf", "/data/triton"],
+                                                       "LimitMEMLOCK": "infinity"})
+    lines = unit.read_text().splitlines()
+    assert [line for line in lines if line.startswith("ReadWritePaths=")] == [
+        "ReadWritePaths=/var/lib/sglang", "ReadWritePaths=/data/hf", "ReadWritePaths=/data/triton"]
+    assert "LimitMEMLOCK=infinity" in lines
