@@ -56,9 +56,11 @@ pins: {description: The sglang wheel's exact pins on this host (name -> version)
 downloaded: {description: Wheels downloaded by this run., type: list, returned: always}
 """
 
+import fcntl
 import os
 import shutil
 import sys
+import tempfile
 import time
 import zipfile
 
@@ -122,19 +124,26 @@ class Wheelhouse:
         return chosen
 
     def download(self, requirements):
+        """pip download into a private folder, then each wheel moved into place whole (no partial files)."""
         minor = self.python.split(".")[1]
+        tmp = tempfile.mkdtemp(prefix=".download-", dir=self.dest)
         argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                 "--disable-pip-version-check", "--implementation", "cp", "--python-version", self.python,
-                "--abi", f"cp3{minor}", "--abi", "abi3", "--abi", "none", "--dest", self.dest]
+                "--abi", f"cp3{minor}", "--abi", "abi3", "--abi", "none", "--dest", tmp]
         for platform in host_platforms(self.arch, self.glibc):
             argv += ["--platform", platform]
         argv += requirements
-        for attempt in range(1, self.retries + 1):
-            rc, out, err = self.module.run_command(argv)
-            if rc == 0:
-                return
-            if attempt < self.retries:
-                time.sleep(min(2 ** attempt, 10))
+        try:
+            for attempt in range(1, self.retries + 1):
+                rc, out, err = self.module.run_command(argv)
+                if rc == 0:
+                    for name in os.listdir(tmp):
+                        os.replace(os.path.join(tmp, name), os.path.join(self.dest, name))
+                    return
+                if attempt < self.retries:
+                    time.sleep(min(2 ** attempt, 10))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         self.module.fail_json(
             msg=f"could not download {' '.join(requirements)} for {self.host} after {self.retries} attempts; "
                 "check the versions exist on the index (pip index versions <name>) and that the controller reaches it",
@@ -179,6 +188,9 @@ def main():
     )
     p = module.params
     os.makedirs(p["dest"], exist_ok=True)
+    # Hosts of one play run this in parallel on the same wheelhouse: one at a time.
+    lock_fd = os.open(os.path.join(p["dest"], ".wheelhouse.lock"), os.O_CREAT | os.O_RDWR, 0o644)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
     try:
         house = Wheelhouse(module)
         # The sglang wheel alone first: its metadata gives the pins the full lock is constrained by.

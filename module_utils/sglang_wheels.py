@@ -241,7 +241,7 @@ def make_lock(run, uv, dest, key, requirement, python_version, architecture, gli
                 "that has in ml_env_extra_pins, or pick another sglang_version or Python")
         with open(out) as fh:
             text = header + fh.read()
-        with open(path + ".tmp", "w") as fh:
+        with open(os.path.join(tmp, "final"), "w") as fh:
             fh.write(text)
-        os.replace(path + ".tmp", path)
+        os.replace(os.path.join(tmp, "final"), path)
     return path, text
