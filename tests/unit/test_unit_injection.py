@@ -302,3 +302,31 @@ def test_systemd_analyze_verify_accepts_the_rendered_unit(tmp_path):
     assert (proc.returncode, proc.stdout) == (0, "")
     # only systemd's complaints about this machine (no such user, no /etc/sglang/sglang.env), none on syntax
     assert [ln for ln in proc.stderr.splitlines() if str(unit) in ln and "sglang.service:" in ln] == []
+
+
+def test_preflight_refuses_before_anything_changes(tmp_path):
+    """The role's preflight, run by ansible-playbook: the play stops at the check, naming each
+    variable, with the secret's value nowhere in the output (-vvv)."""
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.import_role: {name: sglang_service, tasks_from: preflight}\n")
+    (tmp_path / "vars.json").write_text(json.dumps({
+        "sglang_version": "0.5.23", "sglang_args": {"model_path": "/models/m", "served_model_name": INJECTION},
+        "sglang_service_environment": {"NCCL_DEBUG": "INFO\r"}, "sglang_service_secrets": {"HF_TOKEN": "hf_c4nary\x00"}}))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-vvv",
+         "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"@{REPO / 'group_vars' / 'all' / 'sglang.yml'}",
+         "-e", f"@{tmp_path / 'vars.json'}", str(play)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "TASK [sglang_service : Refuse line breaks and NUL bytes in what the unit and the EnvironmentFile" in out
+    assert re.search(r"ok=2 +changed=0 +unreachable=0 +failed=1", out), out   # check_vars, then this check
+    msg = json.loads(out[out.index("fatal: [localhost]: FAILED! => ") + 31:].split("\n\n")[0])["msg"]
+    assert msg == ("localhost: " + "; ".join([
+        f"sglang_args.served_model_name: the value contains a newline (\\n), {BREAK_FIX}",
+        f"sglang_service_environment.NCCL_DEBUG: the value contains a carriage return (\\r), {BREAK_FIX}",
+        f"sglang_service_secrets.HF_TOKEN: the value contains a NUL byte (\\0), {BREAK_FIX}"]))
+    assert "hf_c4nary" not in out
