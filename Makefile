@@ -10,7 +10,7 @@ PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit lab-test molecule venv audit verify report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint unit lab-test molecule venv audit verify releases report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy lock clean
 
 help: ## List the targets
@@ -65,7 +65,10 @@ verify: venv ## ansible-playbook verify.yml on the lab fleet
 drift: venv ## ansible-playbook drift.yml on the lab fleet (read-only: where hosts differ from the inventory)
 	$(PLAYBOOK) drift.yml
 
-report: venv ## The fleet's latest audit, verify and drift results as one table
+releases: venv ## Each lab host's releases, the current and last known good marked
+	$(PLAYBOOK) releases.yml
+
+report: venv ## The fleet's latest release, audit, verify and drift results as one table
 	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
 
 lint: venv ## yamllint, ansible-lint (production profile), ruff

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: verification gates (floor, history, accept length) and report for one host."""
+"""Ansible module: verification gates (floor, history, accept length, last known good) and report for one host."""
 
 DOCUMENTATION = r"""
 module: sglang_verify_gates
@@ -12,7 +12,9 @@ description:
     C(history) - every metric within O(regression_tolerance_pct) % below the median of the last
     O(history_window) passing runs with the same SGLang version and flags (fingerprint of version
     and normalised argv). C(accept_length) - speculative decoding configured -> accept length
-    >= O(min_accept_length), none reported fails.
+    >= O(min_accept_length), none reported fails. C(last_good) - every metric within
+    O(regression_tolerance_pct) % below the host's last known good release O(last_good) on the same
+    model, GPUs and workload, whatever its version or flags (C(accepted) with O(accept_regression)).
   - Also computes the memory-bandwidth roofline of single-stream decode and the measured efficiency.
   - Never changes anything (changed=false); supports check mode. Does not fail on failed gates
     (the role writes the report first, then fails).
@@ -29,6 +31,8 @@ options:
   history_file: {description: JSON-lines history of this host ("" or a missing file = no history)., type: path, default: ""}
   host: {description: Name used in messages., type: str, default: ""}
   stamp: {description: UTC time stamp of this run., type: str, default: ""}
+  last_good: {description: The host's last known good release record (sglang_release's RV(last_good)); {} = none., type: dict, default: {}}
+  accept_regression: {description: Report a drop below the last known good without failing (a new baseline)., type: bool, default: false}
 """
 
 EXAMPLES = r"""
@@ -77,6 +81,8 @@ def main():
             "history_file": {"type": "path", "default": ""},
             "host": {"type": "str", "default": ""},
             "stamp": {"type": "str", "default": ""},
+            "last_good": {"type": "dict", "default": {}},
+            "accept_regression": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -89,7 +95,8 @@ def main():
                                     "regression_tolerance_pct")}
     try:
         out = evaluate(p["bench"], thresholds, history, p["gpu"], p["weight_bytes"] or None, p["version"],
-                       p["args"], p["host"], p["stamp"])
+                       p["args"], p["host"], p["stamp"], last_good=p["last_good"] or None,
+                       accept_regression=p["accept_regression"])
     except (VerifyError, ArgsError) as exc:
         module.fail_json(msg=f"sglang_verify: {exc}")
     module.exit_json(changed=False, **out)

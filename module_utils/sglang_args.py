@@ -8,6 +8,7 @@ byte-stable and re-runs change nothing.
 Stdlib only: used by filter plugins on the controller and by modules on hosts.
 """
 
+import hashlib
 import json
 import math
 import re
@@ -133,6 +134,17 @@ def to_argv(args):
         argv.append(flag)
         argv.extend(values)
     return argv
+
+
+def fingerprint(version, args):
+    """What makes two runs of a server comparable: SGLang version + argv (sorted, secrets never in it).
+
+    Returns {"id": 16 hex digits, "version": str, "argv": [...]}; verify's history and the
+    host's release records key on it.
+    """
+    argv = to_argv(args)
+    digest = hashlib.sha256(json.dumps([str(version), argv]).encode()).hexdigest()[:16]
+    return {"id": digest, "version": str(version), "argv": argv}
 
 
 def systemd_quote(word, exec_line=True):

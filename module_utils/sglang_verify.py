@@ -12,7 +12,11 @@ and arguments. Output: a report with three gates, each `pass`, `fail` or `skip`:
   and the same workload (API, input/output lengths, concurrency levels);
   no such run yet: `skip`, and this run starts the baseline;
 - `accept_length`: speculative decoding configured -> the server's accept length >=
-  `min_accept_length` (0: off); none reported counts as a failure (MTP silently off).
+  `min_accept_length` (0: off); none reported counts as a failure (MTP silently off);
+- `last_good`: each metric within `regression_tolerance_pct` % below the host's last known good
+  release (module_utils/sglang_release.py) on the same model, GPUs and workload, whatever its
+  version or flags: the regression a version or flag change brings, which `history` cannot see
+  (a new fingerprint has no history). `accept_regression` reports the drop without failing.
 
 Every failure message puts measured value, threshold, history median and roofline side by side
 and says what to check. The roofline (module_utils/roofline.py) is the memory-bandwidth upper
@@ -21,15 +25,14 @@ bound of single-stream decode; the report shows the measured efficiency against 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 
 from ansible.module_utils.roofline import RooflineError, decode_upper_bound, efficiency_pct
-from ansible.module_utils.sglang_args import to_argv
+from ansible.module_utils.sglang_args import fingerprint
 
 DECODE = "decode_tok_s@1"
-GATES = ("floor", "history", "accept_length")
+GATES = ("floor", "history", "accept_length", "last_good")
 CHECK_SPEED = ("check: GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), other processes on the GPUs "
                "(nvidia-smi), the resolved settings (ansible-playbook audit.yml -l {host}), the service log")
 CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.yml -l {host}: "
@@ -57,16 +60,6 @@ def median(values):
         raise VerifyError("median of an empty list")
     mid = len(vals) // 2
     return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
-
-
-def fingerprint(version, args):
-    """What makes two runs comparable: SGLang version + argv (sorted, secrets never in it).
-
-    Returns {"id": 16 hex digits, "version": str, "argv": [...]}.
-    """
-    argv = to_argv(args)
-    digest = hashlib.sha256(json.dumps([str(version), argv]).encode()).hexdigest()[:16]
-    return {"id": digest, "version": str(version), "argv": argv}
 
 
 def tp_size_of(args):
@@ -194,10 +187,90 @@ def _hist_text(base, name):
     return f"history median {_fmt(value)} over {base['runs']} passing run{'s' if base['runs'] != 1 else ''}"
 
 
-def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host="", stamp=""):
+def compare_metrics(metrics, reference, tol, ref_key):
+    """(rows, failed rows): each metric against its reference value (`ref_key` in the row), failing
+    when more than `tol` % below it; metrics without a positive reference are left out."""
+    rows = []
+    for name in sorted(metrics, key=lambda n: (n != DECODE, n)):
+        ref = reference.get(name)
+        if not _num(ref) or ref <= 0:
+            continue
+        value, limit = metrics[name], ref * (1 - tol / 100.0)
+        rows.append({"metric": name, "measured": value, ref_key: ref,
+                     "change_pct": -round(100.0 * (ref - value) / ref, 1), "threshold": round(limit, 2),
+                     "status": "pass" if value >= limit else "fail"})
+    return rows, [r for r in rows if r["status"] == "fail"]
+
+
+def _show(value):
+    return "unset" if value is None else json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
+        else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def what_changed(old_version, old_args, version, args):
+    """["sglang 0.5.11 -> 0.5.18", "speculative_num_steps 3 -> 1", ...] between two releases."""
+    changes = [f"sglang {old_version} -> {version}"] if str(old_version) != str(version) else []
+    old_args, args = old_args or {}, args or {}
+    for key in sorted(set(old_args) | set(args)):
+        if old_args.get(key) != args.get(key):
+            changes.append(f"{key} {_show(old_args.get(key))} -> {_show(args.get(key))}")
+    return changes
+
+
+def _gpu_key(gpu):
+    gpu = gpu or {}
+    return (gpu.get("gpu_model"), gpu.get("gpu_count"))
+
+
+def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression, side):
+    """The `last_good` gate (see module doc); `last_good` is the host's release record or None."""
+    gate = {"gate": "last_good", "status": "skip"}
+    if not last_good:
+        return {**gate, "message": "last known good: none on this host yet (the first release that passes every "
+                                   "gate becomes it)"}
+    lg = last_good.get("verify") or {}
+    name = (f"release {last_good.get('id')} (sglang {last_good.get('version')}, fingerprint "
+            f"{last_good.get('fingerprint')}, verified {lg.get('generated_at') or '?'})")
+    gate["release"] = last_good.get("id")
+    if last_good.get("fingerprint") == fp["id"]:
+        return {**gate, "message": f"last known good: this is the last known good {name}; history compares its runs"}
+    why = None
+    if str(last_good.get("model_path")) != str(args.get("model_path")):
+        why = f"another model ({last_good.get('model_path')})"
+    elif _gpu_key(last_good.get("gpu")) != _gpu_key(gpu):
+        why = "other GPUs ({} x{})".format(*_gpu_key(last_good.get("gpu")))
+    elif lg.get("workload") != shape:
+        why = f"another workload ({lg.get('workload')})"
+    elif not isinstance(lg.get("metrics"), dict):
+        why = "no verify result"
+    if why:
+        return {**gate, "message": f"last known good: {name} ran {why}; not compared"}
+    changed = what_changed(last_good.get("version"), last_good.get("args"), fp["version"], args)
+    rows, failed = compare_metrics(metrics, lg["metrics"], tol, "last_good")
+    gate.update({"tolerance_pct": tol, "metrics": rows, "changed": changed})
+    what = "what changed: " + (", ".join(changed) if changed else "nothing in version or flags (the environment?)")
+    if not failed:
+        worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
+        return {**gate, "status": "pass", "message": (
+            f"last known good: within {tol:g} % of {name}"
+            + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})" if worst else "")
+            + f"; {what}")}
+    parts = [f"{metric_label(r['metric'])} {_fmt(r['measured'])} is {-r['change_pct']:.1f} % below "
+             f"{_fmt(r['last_good'])} (threshold {_fmt(r['threshold'])} = last known good - {tol:g} %)" for r in failed]
+    msg = f"last known good: {'; '.join(parts)} of the last known good {name}; {what}; {side}"
+    if accept_regression:
+        return {**gate, "status": "accepted", "message": msg + "; accepted as the new baseline "
+                                                              "(sglang_verify_accept_regression)"}
+    return {**gate, "status": "fail", "message": msg + "; fix the inventory, or accept the new speed as the "
+                                                         "baseline with -e sglang_verify_accept_regression=true"}
+
+
+def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host="", stamp="", last_good=None,
+             accept_regression=False):
     """Gates and report for one verification run (see module doc).
 
     thresholds: min_decode_tok_s, min_accept_length, history_window, regression_tolerance_pct.
+    last_good: the host's last known good release record (module_utils/sglang_release.py) or None.
     Returns {"ok", "failures", "lines", "line", "record", "report"}; `record` goes to history.
     """
     floor = float(thresholds.get("min_decode_tok_s") or 0)
@@ -243,19 +316,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             f"workload ({shape}) yet; "
             f"this run starts the baseline ({_roof_text(roof, decode)})")})
     else:
-        rows, failed = [], []
-        for name in sorted(metrics, key=lambda n: (n != DECODE, n)):
-            ref = base["median"].get(name)
-            if not _num(ref) or ref <= 0:
-                continue
-            value = metrics[name]
-            drop = round(100.0 * (ref - value) / ref, 1)
-            limit = ref * (1 - tol / 100.0)
-            row = {"metric": name, "measured": value, "history_median": ref, "change_pct": -drop,
-                   "threshold": round(limit, 2), "status": "pass" if value >= limit else "fail"}
-            rows.append(row)
-            if row["status"] == "fail":
-                failed.append(row)
+        rows, failed = compare_metrics(metrics, base["median"], tol, "history_median")
         hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
                    f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}")
         if failed:
@@ -299,6 +360,10 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
         gates.append({"gate": "accept_length", "status": "pass" if ok else "fail", "measured": accept,
                       "threshold": min_acc, "history_median": base["accept_length"], "message": msg})
 
+    # (d) cross-release: against the host's last known good, whatever its version or flags
+    gates.append(last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression,
+                                _roof_text(roof, decode)))
+
     failures = [g["message"] for g in gates if g["status"] == "fail"]
     ok = not failures
     status = {g["gate"]: g["status"] for g in gates}
@@ -326,7 +391,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
         "thresholds": {"min_decode_tok_s": floor, "min_accept_length": min_acc, "history_window": window,
                        "regression_tolerance_pct": tol},
         "gates": gates, "levels": lv, "metrics": metrics, "accept_length": accept,
-        "history": base, "roofline": roof, "efficiency_pct": eff, "tp_size": tp,
+        "history": base, "last_good": gates[-1].get("release"), "roofline": roof, "efficiency_pct": eff, "tp_size": tp,
         "weight_bytes": weight_bytes,
         "gpu": {k: (gpu or {}).get(k) for k in ("source", "gpu_model", "gpu_count", "hbm_bandwidth_gbs")},
     }
@@ -350,5 +415,5 @@ def read_history(text):
     return records
 
 
-__all__ = ["VerifyError", "baseline", "evaluate", "fingerprint", "levels", "median", "read_history",
+__all__ = ["VerifyError", "baseline", "evaluate", "fingerprint", "last_good_gate", "what_changed", "levels", "median", "read_history",
            "roofline", "speculative_algorithm", "tp_size_of"]

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Print the fleet's latest audit, verify and drift results as one table.
+"""Print the fleet's latest release, audit, verify and drift results as one table.
 
     scripts/fleet_report.py [--reports reports] [host ...]
 
-Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify) and
-`drift-latest.json` (sglang_drift), written on the controller by deploy.yml, audit.yml,
-verify.yml and drift.yml. Exit 1 when a host's latest audit or verification failed or it
+Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify),
+`drift-latest.json` (sglang_drift) and `release-latest.json` (sglang_release), written on the
+controller by deploy.yml, audit.yml, verify.yml and drift.yml. Exit 1 when a host's latest audit or verification failed or it
 drifted from the inventory, 2 when there is nothing to report.
 """
 
@@ -27,8 +27,10 @@ def _load(path):
 
 def host_row(folder):
     audit, verify = _load(folder / "audit-latest.json"), _load(folder / "verify-latest.json")
-    drift = _load(folder / "drift-latest.json")
+    drift, release = _load(folder / "drift-latest.json"), _load(folder / "release-latest.json")
     row = {"host": folder.name, "ok": True}
+    if release:  # the release deploy last recorded (rolled-back failures are recorded too)
+        row["release"] = f"{release.get('id', '?')} ({release.get('status', '?')})"
     if audit:
         sg, hw = audit.get("sglang", {}), audit.get("hardware", {})
         row["sglang"] = f"{sg.get('version', '?')} (era {sg.get('era', '?')})"
@@ -50,7 +52,7 @@ def host_row(folder):
         n = drift.get("differences", 0)
         row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
         row["ok"] &= bool(drift.get("in_sync"))
-    return row if (audit or verify or drift) else None
+    return row if (audit or verify or drift or release) else None
 
 
 def main():
@@ -63,7 +65,7 @@ def main():
     if not rows:
         print(f"no reports under {args.reports}: run deploy.yml, audit.yml, verify.yml or drift.yml first", file=sys.stderr)
         return 2
-    cols = ["host", "sglang", "gpus", "audit", "verify", "drift", "decode tok/s", "roofline tok/s", "of roofline",
+    cols = ["host", "sglang", "release", "gpus", "audit", "verify", "drift", "decode tok/s", "roofline tok/s", "of roofline",
             "left on the table"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:

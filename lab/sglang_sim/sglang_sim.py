@@ -230,20 +230,20 @@ def load_sim_config() -> dict:
         raise SimError(f"sglang-sim: config file {path} lacks hardware keys: {', '.join(missing)}")
     cfg["hardware"] = {k: hw[k] for k in ("gpu_model", "gpu_count", "compute_capability",
                                            "hbm_bandwidth_gbs")}
-    # Fault knobs from the unit's environment (SGLANG_SIM_FAULTS='{"never_healthy": true}'), over
-    # the file's: a fault that belongs to one release (its unit) and goes away when a rollback
-    # restores the previous unit, as a bad release's would.
+    # Fault knobs from the unit's environment (SGLANG_SIM_FAULTS=never_healthy=true,slow_start_s=8),
+    # over the file's: a fault that belongs to one release (its unit) and goes away when a
+    # rollback restores the previous unit, as a bad release's would. Values are JSON where they
+    # parse (true, 8, 0.5), else text (speculative); no quotes, so systemd passes them as they are.
     faults = os.environ.get("SGLANG_SIM_FAULTS", "")
-    if faults:
+    for item in filter(None, faults.split(",")):
+        knob, sep, value = item.partition("=")
+        if not sep or knob not in FAULT_KNOBS:
+            raise SimError(f"sglang-sim: SGLANG_SIM_FAULTS: {item!r} is not <knob>=<value> with a knob of "
+                           f"{', '.join(FAULT_KNOBS)}")
         try:
-            extra = json.loads(faults)
-        except ValueError as exc:
-            raise SimError(f"sglang-sim: SGLANG_SIM_FAULTS is not valid JSON: {exc}") from exc
-        unknown = sorted(set(extra) - set(FAULT_KNOBS)) if isinstance(extra, dict) else ["(not an object)"]
-        if unknown:
-            raise SimError(f"sglang-sim: SGLANG_SIM_FAULTS: unknown knobs {', '.join(unknown)}; "
-                           f"known: {', '.join(FAULT_KNOBS)}")
-        cfg.update(extra)
+            cfg[knob] = json.loads(value)
+        except ValueError:
+            cfg[knob] = value
     return cfg
 
 

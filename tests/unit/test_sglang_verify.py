@@ -58,7 +58,7 @@ def test_pass_with_history():
     assert r["ok"] is True and r["failures"] == []
     assert r["line"] == ("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, history 54.0 tok/s over 3, "
                          "roofline 150.6 tok/s, 35.7 % of it), accept length 3.19 (min 2.5); c=4 192.0 tok/s out "
-                         "[floor pass, history pass, accept_length pass]")
+                         "[floor pass, history pass, accept_length pass, last_good skip]")
     assert r["lines"][1:] == [
         f"floor: single-stream decode 53.8 tok/s >= floor 50.0 tok/s (history median 54.0 tok/s over 3 passing runs; "
         f"{ROOF}, measured 35.7 % of it)",
@@ -66,11 +66,12 @@ def test_pass_with_history():
         f"{FP}, workload {WL}, 20261130T070000Z .. 20261130T072000Z (largest change -1.5 % in output at concurrency 4)",
         f"accept length: 3.19 >= minimum 2.5 (history median 3.19; speculative_algorithm NEXTN; single-stream decode "
         f"53.8 tok/s, {ROOF}, measured 35.7 % of it)",
+        "last known good: none on this host yet (the first release that passes every gate becomes it)",
     ]
     assert r["record"] == {
         "generated_at": "20261130T080000Z", "host": "ct129", "version": "0.5.11", "fingerprint": FP, "workload": WL,
         "passed": True,
-        "gates": {"floor": "pass", "history": "pass", "accept_length": "pass"},
+        "gates": {"floor": "pass", "history": "pass", "accept_length": "pass", "last_good": "skip"},
         "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "accept_length": 3.19,
         "efficiency_pct": 35.7, "upper_bound_tok_s": 150.6,
     }
@@ -86,7 +87,7 @@ def test_absolute_floor_fails():
         f"{ROOF}, measured 17.9 % of it); {CHECK_SPEED}; accept length 3.19",
     ]
     assert r["record"]["passed"] is False
-    assert r["record"]["gates"] == {"floor": "fail", "history": "pass", "accept_length": "pass"}
+    assert r["record"]["gates"] == {"floor": "fail", "history": "pass", "accept_length": "pass", "last_good": "skip"}
 
 
 def test_history_fails_above_the_floor():
@@ -199,3 +200,73 @@ def test_bad_input():
 def test_read_history_skips_blank_and_broken_lines():
     text = json.dumps(rec("a", 1.0, 2.0)) + "\n\n{not json\n[1]\n" + json.dumps(rec("b", 1.0, 2.0)) + "\n"
     assert [r["generated_at"] for r in read_history(text)] == ["a", "b"]
+
+
+# --- the cross-release gate: the host's last known good release, whatever its version or flags ---
+
+def last_good(decode=53.8, out4=192.0, version="0.5.11", args=ARGS, wl=WL, gpu=("NVIDIA RTX A6000", 2)):
+    return {"id": f"{version}-0123456789ab", "version": version, "fingerprint": fingerprint(version, args)["id"],
+            "args": args, "model_path": args["model_path"], "gpu": {"gpu_model": gpu[0], "gpu_count": gpu[1]},
+            "verify": {"passed": True, "generated_at": "20261130T060000Z", "workload": wl,
+                       "metrics": {"decode_tok_s@1": decode, "output_tok_s@4": out4}}}
+
+
+ONE_STEP = {**ARGS, "speculative_num_steps": 1, "speculative_num_draft_tokens": 2}
+NO_FLOOR = {**TH, "min_decode_tok_s": 0, "min_accept_length": 0}
+
+
+def run_lg(b, lg, args=ONE_STEP, version="0.5.11", accept=False, th=NO_FLOOR):
+    return evaluate(b, th, [], GPU, W, version, args, "ct129", "20261130T080000Z", last_good=lg,
+                    accept_regression=accept)
+
+
+def test_the_seeds_one_step_redeploy_fails_against_the_last_known_good_without_any_expectation():
+    r = run_lg(bench(37.7, 140.0, accept=1.85), last_good())
+    assert r["ok"] is False
+    assert r["record"]["gates"] == {"floor": "skip", "history": "skip", "accept_length": "skip", "last_good": "fail"}
+    msg = r["failures"][0]
+    lg_fp = fingerprint("0.5.11", ARGS)["id"]
+    assert msg.startswith(
+        "last known good: single-stream decode 37.7 tok/s is 29.9 % below 53.8 tok/s (threshold 51.1 tok/s = last "
+        "known good - 5 %); output at concurrency 4 140.0 tok/s is 27.1 % below 192.0 tok/s (threshold 182.4 tok/s = "
+        f"last known good - 5 %) of the last known good release 0.5.11-0123456789ab (sglang 0.5.11, fingerprint "
+        f"{lg_fp}, verified 20261130T060000Z); what changed: speculative_num_draft_tokens 4 -> 2, "
+        "speculative_num_steps 3 -> 1; roofline")
+    assert msg.endswith("fix the inventory, or accept the new speed as the baseline with "
+                        "-e sglang_verify_accept_regression=true")
+
+
+def test_a_version_change_is_named_and_an_accepted_regression_passes():
+    new = {**ARGS, "cuda_graph_max_bs": 8}
+    r = run_lg(bench(40.0, 150.0), last_good(), args=new, version="0.5.18", accept=True)
+    assert r["ok"] is True
+    gate = r["report"]["gates"][-1]
+    assert gate["status"] == "accepted" and gate["changed"] == ["sglang 0.5.11 -> 0.5.18", "cuda_graph_max_bs unset -> 8"]
+    assert gate["message"].endswith("accepted as the new baseline (sglang_verify_accept_regression)")
+
+
+def test_within_tolerance_of_the_last_known_good_passes_and_says_what_changed():
+    r = run_lg(bench(52.0, 190.0), last_good())
+    gate = r["report"]["gates"][-1]
+    assert (r["ok"], gate["status"]) == (True, "pass")
+    assert gate["message"].startswith(
+        "last known good: within 5 % of release 0.5.11-0123456789ab (sglang 0.5.11, fingerprint ")
+    assert gate["message"].endswith("(largest change -3.3 % in single-stream decode); what changed: "
+                                    "speculative_num_draft_tokens 4 -> 2, speculative_num_steps 3 -> 1")
+
+
+@pytest.mark.parametrize(("lg", "why"), [
+    (last_good(wl="completions in=128 out=64 c=1"), "ran another workload (completions in=128 out=64 c=1); not compared"),
+    (last_good(gpu=("NVIDIA H200", 2)), "ran other GPUs (NVIDIA H200 x2); not compared"),
+    (last_good(args={**ARGS, "model_path": "/models/Other"}), "ran another model (/models/Other); not compared"),
+])
+def test_a_last_known_good_on_other_model_gpus_or_workload_is_not_compared(lg, why):
+    r = run_lg(bench(20.0, 80.0), lg)
+    gate = r["report"]["gates"][-1]
+    assert (r["ok"], gate["status"]) == (True, "skip") and gate["message"].endswith(why)
+
+
+def test_the_last_known_good_itself_is_left_to_the_history_gate():
+    r = run_lg(bench(20.0, 80.0), last_good(), args=ARGS)
+    gate = r["report"]["gates"][-1]
+    assert gate["status"] == "skip" and gate["message"].endswith("history compares its runs")
