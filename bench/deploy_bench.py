@@ -25,7 +25,8 @@ BIN = REPO / ".venv" / "bin"
 PREFIX = "sglang-bench"
 HOSTS = {"ct129": "10.89.81.11", "h200x2": "10.89.81.12", "h200x1": "10.89.81.13"}
 KEY = REPO / ".lab" / "ssh" / "id_ed25519"
-SSH = ["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+KNOWN_HOSTS = REPO / ".lab" / "known_hosts" / PREFIX  # written by `lab.py up --prefix sglang-bench`
+SSH = ["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={KNOWN_HOSTS}",
        "-o", "LogLevel=ERROR", "-o", "BatchMode=yes"]
 
 
@@ -35,7 +36,7 @@ def write_inventory(tmp):
     hosts = "\n".join(f"            {h}:\n              ansible_host: {ip}" for h, ip in HOSTS.items())
     (inv / "hosts.yml").write_text(
         "all:\n  children:\n    sglang_servers:\n      children:\n        sglang_lab:\n          hosts:\n"
-        + hosts + "\n")
+        + hosts + f"\n          vars:\n            lab_known_hosts: {KNOWN_HOSTS}\n")
     for sub in ("group_vars", "host_vars"):
         (inv / sub).symlink_to(REPO / "inventories" / "lab" / sub)
     return inv / "hosts.yml"

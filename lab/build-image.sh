@@ -2,7 +2,8 @@
 # Build the sglang-fleet lab image (default localhost/sglang-fleet-lab:bookworm) without a
 # registry: mmdebstrap bookworm minbase from the Debian mirror -> tar -> `podman import`.
 #
-# The image is a Debian 12 "host": sshd (root, key only), python3 + venv, and
+# The image is a Debian 12 "host": sshd (key only), an unprivileged operator `fleet` with
+# passwordless sudo (Ansible connects as it and becomes root where needed), python3 + venv, and
 # docker-systemctl-replacement as /usr/bin/systemctl and as PID 1 (/usr/sbin/init).
 # Cached: the image carries a label with a hash of every build input (this script, lab/image/,
 # mirror, packages, wheel); the build is skipped when an image with the same hash exists.
@@ -86,6 +87,12 @@ import sys
 import zipfile
 
 src = zipfile.ZipFile(sys.argv[1]).read("systemctl2/systemctl3.py").decode()
+# A non-root caller (the `fleet` operator in read-only plays) reads the system's unit states
+# from /run as on real systemd, instead of an empty /tmp/run of its own (the replacement picks
+# the first *writable* folder); its start/stop/restart still fail (Permission denied).
+old = "if os.path.isdir(path) and os.access(path, os.W_OK):\n                return path\n        os.makedirs(path) # \"/tmp/run\""
+assert src.count(old) == 1, "systemctl3.py changed: review the /run patch"
+src = src.replace(old, old.replace("os.W_OK", "os.R_OK"))
 first, rest = src.split("\n", 1)
 assert first.startswith("#!"), first
 with open(sys.argv[2], "w") as fh:
@@ -104,7 +111,10 @@ mmdebstrap --mode=root --variant=minbase --format=tar --quiet \
   --customize-hook="sync-in $LAB_DIR/image/rootfs /" \
   --customize-hook="upload $work/systemctl /usr/bin/systemctl" \
   --customize-hook='chroot "$1" /bin/sh -eu -c "
-    chown -R root:root /etc/ssh/sshd_config.d /etc/systemd/system/ssh.service.d
+    chown -R root:root /etc/ssh/sshd_config.d /etc/systemd/system/ssh.service.d /etc/sudoers.d
+    chmod 0440 /etc/sudoers.d/sglang-lab
+    useradd --create-home --shell /bin/bash --comment \"sglang-fleet lab operator\" fleet
+    visudo -c -q
     chmod 0755 /usr/bin/systemctl /usr/bin/journalctl
     ln -sf /usr/bin/systemctl /usr/sbin/init
     rm -f /etc/ssh/ssh_host_*

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """sglang-fleet lab: Debian 12 hosts as rootful podman containers, reachable over real SSH.
 
-    lab.py up     [--inventory FILE] [--prefix P]   network + one container per host, wait for SSH
+    lab.py up     [--inventory FILE] [--prefix P]   network + one container per host, wait for SSH,
+                                                    host keys into .lab/known_hosts/P
     lab.py status [--inventory FILE] [--prefix P]   table host/IP/state/ssh (rc 3 if not all up)
     lab.py down   [--inventory FILE] [--prefix P]   remove the containers and the network
     lab.py conf                                     render .lab/containers.conf, print its path
 
 Hosts and their IPs come from an Ansible YAML inventory (`ansible_host` of each host under
 all.hosts / all.children.*.hosts); all IPs must lie in one /24, which becomes the network.
+Host keys are read through podman (not over the network), so SSH to the hosts verifies them.
 Stdlib only, except PyYAML for the inventory (run it with .venv/bin/python).
 """
 
@@ -31,12 +33,14 @@ STATE_DIR = REPO_DIR / ".lab"
 SSH_KEY = STATE_DIR / "ssh" / "id_ed25519"
 CONF_TEMPLATE = LAB_DIR / "containers.conf"
 CONF_RENDERED = STATE_DIR / "containers.conf"
+KNOWN_HOSTS_DIR = STATE_DIR / "known_hosts"
+HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"  # made at boot by the ssh.service drop-in
+OPERATOR = "fleet"  # the unprivileged user Ansible connects as (passwordless sudo)
 IMAGE = os.environ.get("LAB_IMAGE", "localhost/sglang-fleet-lab:bookworm")
 LABEL = "org.sglang-fleet.lab"
 SSH_OPTS = [
     "-o", "BatchMode=yes",
-    "-o", "StrictHostKeyChecking=no",
-    "-o", "UserKnownHostsFile=/dev/null",
+    "-o", "StrictHostKeyChecking=yes",
     "-o", "LogLevel=ERROR",
     "-o", "ConnectTimeout=3",
 ]  # fmt: skip
@@ -272,26 +276,53 @@ def run_container(name, host, ip, netname, prefix):
 # --- SSH -----------------------------------------------------------------------------------
 
 
-def ssh_ok(ip):
-    """True if `ssh root@ip true` with the lab key succeeds."""
-    cmd = ["ssh", "-i", str(SSH_KEY), *SSH_OPTS, f"root@{ip}", "true"]
+def known_hosts_of(prefix):
+    """The fleet's known_hosts file: .lab/known_hosts/<prefix>."""
+    return KNOWN_HOSTS_DIR / prefix
+
+
+def ssh_ok(ip, known_hosts):
+    """True if `ssh fleet@ip true` with the lab key succeeds, the host key checked against known_hosts."""
+    cmd = ["ssh", "-i", str(SSH_KEY), *SSH_OPTS, "-o", f"UserKnownHostsFile={known_hosts}", f"{OPERATOR}@{ip}", "true"]
     proc = subprocess.run(cmd, check=False, capture_output=True, stdin=subprocess.DEVNULL)
     return proc.returncode == 0
 
 
-def wait_ssh(ip, deadline):
-    """Poll port 22, then real ssh, until it answers or the deadline passes."""
+def wait_port(ip, deadline):
+    """Poll port 22 until it accepts a connection (sshd runs, so its host key exists) or the deadline passes."""
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((str(ip), 22), timeout=1):
-                pass
+                return True
         except OSError:
             time.sleep(0.1)
-            continue
-        if ssh_ok(ip):
+    return False
+
+
+def wait_ssh(ip, known_hosts, deadline):
+    """Real ssh (host key verified) until it answers or the deadline passes."""
+    while time.monotonic() < deadline:
+        if ssh_ok(ip, known_hosts):
             return True
         time.sleep(0.2)
     return False
+
+
+def host_key(name):
+    """A running container's ed25519 host key ("ssh-ed25519 AAAA..."), read through podman."""
+    proc = podman("exec", name, "cat", HOST_KEY, check=False)
+    fields = proc.stdout.split()
+    if proc.returncode != 0 or len(fields) < 2 or fields[0] != "ssh-ed25519":
+        raise LabError(f"{name}: no host key at {HOST_KEY} (rc {proc.returncode}): {proc.stderr.strip()}")
+    return " ".join(fields[:2])
+
+
+def write_known_hosts(path, keys):
+    """Replace the fleet's known_hosts with `ip keytype key` lines (atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(f"{ip} {key}\n" for ip, key in keys))
+    tmp.replace(path)
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -312,7 +343,14 @@ def status_rows(hosts, prefix):
         ssh = dict(
             zip(
                 [h for h, _ in hosts],
-                pool.map(lambda hi: bool(infos[hi[0]]) and infos[hi[0]]["state"] == "running" and ssh_ok(hi[1]), hosts),
+                pool.map(
+                    lambda hi: (
+                        bool(infos[hi[0]])
+                        and infos[hi[0]]["state"] == "running"
+                        and ssh_ok(hi[1], known_hosts_of(prefix))
+                    ),
+                    hosts,
+                ),
                 strict=True,
             )
         )
@@ -354,17 +392,26 @@ def cmd_up(args):
             remove(name)
             print(f"lab: removed {name} (podman said running, but its process is gone); creating it again")
             info = None
+        elif info and info["image"] != image_id:
+            remove(name)  # an older image may lack what the inventory relies on (the `fleet` user)
+            print(f"lab: removed {name} (it runs an older image); creating it again")
+            info = None
         if info is None:
             run_container(name, host, ip, netname, args.prefix)
             print(f"lab: {name} created ({ip})")
         elif info["state"] != "running":
             podman("start", name)
             print(f"lab: {name} started (was {info['state']})")
-        elif info["image"] != image_id:
-            print(f"lab: {name} runs an older image; `lab.py down` then `up` to refresh it")
     deadline = time.monotonic() + args.timeout
+    known_hosts = known_hosts_of(args.prefix)
     with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-        ok = list(pool.map(lambda hi: wait_ssh(hi[1], deadline), hosts))
+        listening = list(pool.map(lambda hi: wait_port(hi[1], deadline), hosts))
+        # every up: a recreated container has a new host key, a running one keeps its own
+        write_known_hosts(
+            known_hosts,
+            [(ip, host_key(f"{args.prefix}-{h}")) for (h, ip), up in zip(hosts, listening, strict=True) if up],
+        )
+        ok = list(pool.map(lambda hi: wait_ssh(hi[1], known_hosts, deadline), hosts))
     t_ssh = time.monotonic()
     rows, _ = status_rows(hosts, args.prefix)
     print_table(rows)
@@ -376,7 +423,8 @@ def cmd_up(args):
         )
     print(
         f"lab: {len(hosts)} hosts answer SSH ({t_ssh - t_start:.1f}s after start, "
-        f"{t_ssh - t0:.1f}s in all); key {SSH_KEY.relative_to(REPO_DIR)}"
+        f"{t_ssh - t0:.1f}s in all); key {SSH_KEY.relative_to(REPO_DIR)}, "
+        f"host keys {known_hosts.relative_to(REPO_DIR)}"
     )
     return 0
 
@@ -406,6 +454,7 @@ def cmd_down(args):
     if podman("network", "exists", netname, check=False).returncode == 0:
         podman("network", "rm", netname)
         print(f"lab: removed network {netname}")
+    known_hosts_of(args.prefix).unlink(missing_ok=True)
     return 0
 
 

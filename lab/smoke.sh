@@ -26,6 +26,7 @@ all:
       vars:
         ansible_user: root
         ansible_ssh_private_key_file: $REPO_DIR/.lab/ssh/id_ed25519
+        ansible_ssh_common_args: -o UserKnownHostsFile=$REPO_DIR/.lab/known_hosts/$PREFIX
 YAML
 
 lab() { "$VENV_BIN/python" "$LAB_DIR/lab.py" "$1" --inventory "$INV" --prefix "$PREFIX" "${@:2}"; }

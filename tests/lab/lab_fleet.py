@@ -19,6 +19,7 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
 KEY = REPO / ".lab" / "ssh" / "id_ed25519"
+KNOWN_HOSTS = REPO / ".lab" / "known_hosts"  # lab.py up writes <prefix> here
 IMAGE = "localhost/sglang-fleet-lab:bookworm"
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SGLANG_FLEET_LAB_KEY": str(KEY),
        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
@@ -45,9 +46,10 @@ def unflow(out):
 class LabFleet:
     """A running copy of the lab inventory: play(), ssh(), and where its reports go."""
 
-    def __init__(self, inventory, reports):
+    def __init__(self, inventory, reports, known_hosts):
         self.inventory = inventory
         self.reports = reports
+        self.known_hosts = known_hosts
         data = yaml.safe_load(inventory.read_text())
         hosts = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"]
         self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
@@ -58,8 +60,10 @@ class LabFleet:
         return run([BIN / "ansible-playbook", "-i", self.inventory, *extra, *args], timeout)
 
     def ssh(self, host, command):
-        rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-                       "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{self.ip[host]}", command], 60)
+        """Run `command` as root on a host (test equipment: inspect and break it), host key checked."""
+        rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o",
+                       f"UserKnownHostsFile={self.known_hosts}", "-o", "LogLevel=ERROR", f"root@{self.ip[host]}",
+                       command], 60)
         assert rc == 0, out
         return out
 
@@ -78,12 +82,13 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None):
     group = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]
     group["hosts"] = {name: {"ansible_host": spec["ansible_host"].replace("10.89.77.", subnet)}
                       for name, spec in group["hosts"].items() if hosts is None or name in hosts}
+    group["vars"]["lab_known_hosts"] = str(KNOWN_HOSTS / prefix)
     inventory.write_text(yaml.safe_dump(data))
     lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build"])
     assert rc == 0, out
     try:
-        yield LabFleet(inventory, tmp_path / "reports")
+        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix)
     finally:
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
 

@@ -51,7 +51,7 @@ class Lab:
     def faults(self, host, faults):
         """Set the simulator's fault knobs on `host` and restart its service; wait until it generates."""
         self.playbook("lab/prepare.yml", "-e", json.dumps({"lab_sim_faults": faults}), limit=host)
-        self.run([BIN / "ansible", "-i", self.inventory, host, "-m", "ansible.builtin.systemd_service",
+        self.run([BIN / "ansible", "-i", self.inventory, host, "--become", "-m", "ansible.builtin.systemd_service",
                   "-a", "name=sglang state=restarted"])
         deadline = time.monotonic() + 60
         while True:

@@ -16,7 +16,8 @@ KEY = REPO / ".lab" / "ssh" / "id_ed25519"
 INVENTORY = yaml.safe_load((SCENARIO / "inventory" / "hosts.yml").read_text())
 HOSTS = INVENTORY["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"]
 HOST_VARS = REPO / "inventories" / "lab" / "host_vars"
-SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+KNOWN_HOSTS = REPO / ".lab" / "known_hosts" / "sglang-mol"  # written by `lab.py up --prefix sglang-mol`
+SSH_ARGS = f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={KNOWN_HOSTS} -o LogLevel=ERROR"
 
 
 @pytest.fixture(scope="module", params=sorted(HOSTS))
@@ -51,7 +52,8 @@ def test_unit_has_the_hosts_flags_one_per_line(lab):
         f"    --tp-size {hv['sglang_args']['tp_size']}" in text.splitlines())
     assert f"    --model-path {hv['sglang_args']['model_path']} \\" in text
     for line in ("User=sglang", "Restart=on-failure", "EnvironmentFile=/etc/sglang/sglang.env",
-                 "NoNewPrivileges=yes", "ProtectSystem=full"):
+                 "NoNewPrivileges=yes", "ProtectSystem=strict", "CapabilityBoundingSet=", "DevicePolicy=closed",
+                 "DeviceAllow=char-nvidia* rw", "ReadWritePaths=/var/lib/sglang"):
         assert line in text.splitlines()
     assert f"/opt/ml-env/sglang-{hv['sglang_version']}/bin/python" in text
 
