@@ -4,7 +4,7 @@ Its own copy of the lab fleet: ct129 (sglang 0.5.11, era A), h200x2 (0.5.18, era
 (0.5.23, era C; real SGLang 0.5.20+ puts `--api-key <key>` in /server_info's launch_command). The
 simulator is as bad as those releases (keys in clear in /server_info, its start-up log of every
 server arg). With canary values for SGLANG_API_KEY, SGLANG_ADMIN_API_KEY and HF_TOKEN: deploy.yml,
-audit.yml, verify.yml and drift.yml at -vvv, and one deploy whose readiness fails so that the
+audit.yml, verify.yml, drift.yml and lab/show.yml at -vvv, and one deploy whose readiness fails so that the
 rescue prints the service log. Then every byte of the play output, of the reports folder (history
 included) and of the hosts' service logs is searched for the canaries; the runtime audit must pass
 (no false "pending restart"). Needs podman and the lab image (make lab-image).
@@ -21,8 +21,10 @@ HOSTS = ("ct129", "h200x2", "h200x1")
 TAG = secrets.token_hex(6)
 CANARIES = {"SGLANG_API_KEY": f"canary-api-{TAG}", "SGLANG_ADMIN_API_KEY": f"canary-admin-{TAG}",
             "HF_TOKEN": f"hf_canary{TAG}"}
-# verify.yml's benchmark kept short: the simulator paces tokens exactly
-SHORT = {"sglang_verify_concurrency": [1], "sglang_verify_repeats": 2, "sglang_verify_requests_per_stream": 1}
+# What this test does not need, left out: verify.yml's benchmark kept short (the simulator paces
+# tokens exactly), and deploy.yml's rollout in batches (all hosts at once)
+SHORT = {"sglang_verify_concurrency": [1], "sglang_verify_repeats": 2, "sglang_verify_requests_per_stream": 1,
+         "sglang_rollout_batches": ["100%"]}
 LOG = "/var/log/journal/sglang.service.log"   # the lab's journal (lab/README.md)
 
 
@@ -38,7 +40,7 @@ def test_a_canary_secret_never_leaves_the_environment_file(tmp_path):
         rc, outputs["prepare"] = fleet.play("lab/prepare.yml")
         assert rc == 0, outputs["prepare"]
         for name, args in (("deploy", ("deploy.yml", "--skip-tags", "sglang_verify")), ("audit", ("audit.yml",)),
-                           ("verify", ("verify.yml",)), ("drift", ("drift.yml",))):
+                           ("verify", ("verify.yml",)), ("drift", ("drift.yml",)), ("show", ("lab/show.yml",))):
             rc, outputs[name] = fleet.play(*args, "-vvv", "-e", f"@{extra}")
             assert rc == 0, outputs[name][-20000:]
 
@@ -55,6 +57,7 @@ def test_a_canary_secret_never_leaves_the_environment_file(tmp_path):
         h200x1 = json.loads((fleet.reports / "h200x1" / "audit-latest.json").read_text())["runtime"]["resolved"]
         assert "--api-key <redacted> --admin-api-key <redacted>" in h200x1["launch_command"]
         assert "drift: 3 hosts in sync, 0 drifted" in unflow(outputs["drift"])
+        assert "sglang 0.5.23 (1x NVIDIA H200, declared)" in unflow(outputs["show"])
 
         # h200x1 never becomes healthy: the readiness rescue prints the service log (SGLang's own
         # `server_args=` line, key included before the launcher redacts it)
