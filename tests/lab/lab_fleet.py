@@ -55,8 +55,8 @@ class LabFleet:
         self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
 
     def play(self, *args, timeout=600):
-        extra = ["-e", f"sglang_audit_report_dir={self.reports}", "-e", f"sglang_verify_report_dir={self.reports}",
-                 "-e", f"sglang_drift_report_dir={self.reports}"]
+        extra = [arg for role in ("audit", "verify", "drift", "release")
+                 for arg in ("-e", f"sglang_{role}_report_dir={self.reports}")]
         return run([BIN / "ansible-playbook", "-i", self.inventory, *extra, *args], timeout)
 
     def ssh(self, host, command):
@@ -69,8 +69,9 @@ class LabFleet:
 
 
 @contextlib.contextmanager
-def lab_fleet(tmp_path, prefix, subnet, hosts=None):
-    """Start the lab hosts (all, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*."""
+def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
+    """Start the lab hosts (all, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*,
+    with `group_vars` over the lab group's (group_vars/sglang_lab.yml of the copy)."""
     if shutil.which("podman") is None:
         pytest.skip("podman not installed (make lab-deps)")
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode:
@@ -84,6 +85,9 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None):
                       for name, spec in group["hosts"].items() if hosts is None or name in hosts}
     group["vars"]["lab_known_hosts"] = str(KNOWN_HOSTS / prefix)
     inventory.write_text(yaml.safe_dump(data))
+    if group_vars:
+        lab_vars = inv / "group_vars" / "sglang_lab.yml"
+        lab_vars.write_text(yaml.safe_dump({**yaml.safe_load(lab_vars.read_text()), **group_vars}))
     lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build"])
     assert rc == 0, out
@@ -94,10 +98,12 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None):
 
 
 @contextlib.contextmanager
-def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=()):
-    """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it."""
-    with lab_fleet(tmp_path, prefix, subnet, hosts) as fleet:
-        for playbook, args in (("lab/prepare.yml", ()), ("deploy.yml", deploy_args)):
+def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), group_vars=None):
+    """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it, every host in
+    one batch (the rollout's batches are tests/lab/test_rollout_lab.py's subject, not the setup's)."""
+    with lab_fleet(tmp_path, prefix, subnet, hosts, group_vars) as fleet:
+        for playbook, args in (("lab/prepare.yml", ()),
+                               ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}', *deploy_args))):
             rc, out = fleet.play(playbook, *args)
             assert rc == 0, out
         yield fleet
