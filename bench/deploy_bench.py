@@ -52,7 +52,7 @@ def playbook(inventory, *args):
     env = {"SGLANG_FLEET_LAB_KEY": str(KEY), "PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin:/sbin",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "HOME": str(pathlib.Path.home())}
     reports = f"{inventory.parent}/reports"  # keep the demo fleet's history clean
-    extra = ["-e", f"sglang_audit_report_dir={reports}", "-e", f"sglang_verify_report_dir={reports}"]
+    extra = ["-e", f"sglang_report_dir={reports}"]
     return timed([str(BIN / "ansible-playbook"), "-i", str(inventory), *extra, *args], env=env)
 
 

@@ -63,7 +63,7 @@ def playbook(inventory, *args, check=True):
     env = {"SGLANG_FLEET_LAB_KEY": str(KEY), "PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin:/sbin",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "HOME": str(pathlib.Path.home())}
     reports = f"{inventory.parent}/reports"  # keep the demo fleet's history clean
-    extra = [a for role in ("audit", "verify", "drift", "release") for a in ("-e", f"sglang_{role}_report_dir={reports}")]
+    extra = ["-e", f"sglang_report_dir={reports}"]
     start = time.time()
     p = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), *extra, *args], cwd=REPO, env=env,
                        capture_output=True, text=True, check=False)

@@ -232,7 +232,8 @@ def restore(state_dir, rid, unit_file, env_file, venv_link=""):
 
 
 def prune(state_dir, keep, env_root="", protect=()):
-    """Keep the newest `keep` records (and always current, last-good and `protect`); remove the
+    """Keep the newest `keep` records and the newest `keep` good ones (failed deploys never push a
+    good release out: rollback.yml needs them), and always current and last-good; remove the
     rest, then every `<env_root>/sglang-*` venv no kept record (or `protect`) uses.
 
     Returns the removed release ids and venv paths.
@@ -242,7 +243,9 @@ def prune(state_dir, keep, env_root="", protect=()):
     state = read_state(state_dir)
     pinned = {state["current"], (state["last_good"] or {}).get("id")}
     records = state["releases"]
-    kept = [r for r in records[-keep:]] + [r for r in records[:-keep] if r.get("id") in pinned]
+    good = [r for r in records if r.get("status") == "good"]
+    keep_ids = {r.get("id") for r in records[-keep:] + good[-keep:]} | pinned
+    kept = [r for r in records if r.get("id") in keep_ids]
     removed = []
     for rec in records:
         if rec not in kept:

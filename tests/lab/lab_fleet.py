@@ -55,9 +55,8 @@ class LabFleet:
         self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
 
     def play(self, *args, timeout=600):
-        extra = [arg for role in ("audit", "verify", "drift", "release")
-                 for arg in ("-e", f"sglang_{role}_report_dir={self.reports}")]
-        return run([BIN / "ansible-playbook", "-i", self.inventory, *extra, *args], timeout)
+        return run([BIN / "ansible-playbook", "-i", self.inventory, "-e", f"sglang_report_dir={self.reports}", *args],
+                   timeout)
 
     def ssh(self, host, command):
         """Run `command` as root on a host (test equipment: inspect and break it), host key checked."""

@@ -218,9 +218,8 @@ def _when_restarted(fleet, host, pid_before, then, timeout=300):
 
 
 def _deploy_in_background(fleet, *args):
-    extra = [arg for role in ("audit", "verify", "drift", "release")
-             for arg in ("-e", f"sglang_{role}_report_dir={fleet.reports}")]
-    return subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(fleet.inventory), *extra, *args], cwd=REPO,
+    return subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(fleet.inventory),
+                             "-e", f"sglang_report_dir={fleet.reports}", *args], cwd=REPO,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 

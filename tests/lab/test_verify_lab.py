@@ -43,7 +43,7 @@ class Lab:
 
     def playbook(self, playbook, *extra, limit=None, check=True, extra_vars=None):
         argv = [BIN / "ansible-playbook", "-i", self.inventory, playbook, "-e", json.dumps(
-            dict(SHORT, sglang_verify_report_dir=str(self.reports), **(extra_vars or {})))]
+            dict(SHORT, sglang_report_dir=str(self.reports), **(extra_vars or {})))]
         if limit:
             argv += ["-l", limit]
         return self.run(argv + list(extra), check=check)
@@ -75,7 +75,7 @@ def lab(tmp_path_factory):
     with lab_fleet(tmp_path_factory.mktemp("verify-lab"), "sglang-verify", "10.89.80.") as fleet:
         lab = Lab(fleet)
         lab.playbook("lab/prepare.yml")
-        lab.deploy = lab.playbook("deploy.yml")
+        lab.deploy = lab.playbook("deploy.yml", extra_vars={"sglang_rollout_batches": ["100%"]})
         yield lab
 
 
@@ -103,7 +103,7 @@ def test_ct129_passes_at_its_threshold_and_check_mode_writes_no_history(lab):
     assert "ct129                      : ok=" in proc.stdout and "changed=0" in proc.stdout
     report = lab.latest("ct129")
     assert report["passed"] is True
-    assert [g["status"] for g in report["gates"]] == ["pass", "pass", "pass"]
+    assert [g["status"] for g in report["gates"]] == ["pass", "pass", "pass", "skip"]
     assert report["thresholds"] == {"min_decode_tok_s": 50.0, "min_accept_length": 2.5, "history_window": 5,
                                     "regression_tolerance_pct": 10.0}
     before = lab.history("ct129")
@@ -137,7 +137,7 @@ def test_ten_percent_slower_fails_only_the_history_gate(lab):
                         extra_vars={"sglang_verify_min_decode_tok_s": 40, "sglang_verify_regression_tolerance_pct": 5})
     assert proc.returncode == 2
     report = lab.latest("ct129")
-    assert [g["status"] for g in report["gates"]] == ["pass", "fail", "pass"]
+    assert [g["status"] for g in report["gates"]] == ["pass", "fail", "pass", "skip"]
     hist = report["gates"][1]
     assert hist["runs"] == 3
     decode = hist["metrics"][0]
@@ -154,7 +154,7 @@ def test_speculative_silently_off_fails_the_accept_length_gate(lab):
                         extra_vars={"sglang_verify_min_decode_tok_s": 0, "sglang_verify_regression_tolerance_pct": 99})
     assert proc.returncode == 2
     report = lab.latest("ct129")
-    assert [g["status"] for g in report["gates"]] == ["skip", "pass", "fail"]
+    assert [g["status"] for g in report["gates"]] == ["skip", "pass", "fail", "skip"]
     assert report["accept_length"] is None
     assert report["gates"][2]["message"].startswith(
         "accept length: speculative_algorithm NEXTN is configured but the server reports no accept length "

@@ -155,3 +155,18 @@ def test_restart_pending_when_the_unit_is_newer_than_the_running_process(tmp_pat
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_failed_deploys_never_push_the_previous_good_releases_out(host):
+    """rollback.yml goes to the previous good release: three failures after it must not prune it."""
+    ids = []
+    for i, (version, status) in enumerate([("0.5.9", "good"), ("0.5.10", "good"), ("0.5.11", "failed"),
+                                           ("0.5.11", "failed"), ("0.5.11", "failed")]):
+        _, rec = record(host["state"], host["unit"], host["env"], deploy(host, version, f"ExecStart={i}\n"),
+                        status, f"T{i}")
+        ids.append(rec["id"])
+    prune(host["state"], 2, host["root"])
+    state = read_state(host["state"])
+    assert [r["id"] for r in state["releases"]] == [ids[0], ids[1], ids[3], ids[4]]
+    assert state["previous_good"]["id"] == ids[1]
+    assert sorted(os.listdir(host["root"])) == ["sglang-0.5.10", "sglang-0.5.11", "sglang-0.5.9"]
