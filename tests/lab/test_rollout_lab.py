@@ -167,7 +167,7 @@ def test_the_seeds_one_step_redeploy_is_caught_against_the_last_known_good_and_r
     rc, out = fleet.play("deploy.yml", "-l", "ct129", *bare)
     assert rc != 0, out
     text = unflow(out)
-    assert re.search(r"last known good: single-stream decode 37\.\d tok/s is 29\.\d % below 53\.\d tok/s "
+    assert re.search(r"last known good: single-stream decode 37\.\d tok/s is (29|30)\.\d % below 53\.\d tok/s "
                      r"\(threshold 48\.\d tok/s = last known good - 10 %\) of the last known good release "
                      r"0\.5\.11-[0-9a-f]{12} \(sglang 0\.5\.11, fingerprint [0-9a-f]{16}, verified \d{8}T\d{6}Z\); "
                      r"what changed: speculative_num_draft_tokens 4 -> 2, speculative_num_steps 3 -> 1", text), out
