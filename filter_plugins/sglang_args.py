@@ -33,6 +33,12 @@ def sglang_redact(text, secrets):
     return sglang_args.redact_text(text, [v for v in values if isinstance(v, (str, int)) and not isinstance(v, bool)])
 
 
+def sglang_same_machine(hosts, hostvars, me):
+    """The other hosts of `hosts` whose _sglang_service_machine_id (read in preflight) is `me`'s."""
+    mine = hostvars[me].get("_sglang_service_machine_id") or ""
+    return [h for h in hosts if h != me and mine and (hostvars[h].get("_sglang_service_machine_id") or "") == mine]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -40,6 +46,8 @@ class FilterModule:
             "sglang_unit_lines": _wrap("sglang_unit_lines", sglang_args.unit_lines),
             "systemd_quote": _wrap("systemd_quote", sglang_args.systemd_quote),
             "sglang_args_problems": sglang_args.check_args,
+            "sglang_expect_problems": sglang_args.check_expect,
+            "sglang_same_machine": sglang_same_machine,
             "env_file_line": _wrap("env_file_line", sglang_args.env_file_line),
             "sglang_local_url": sglang_args.local_url,
             "sglang_redact": sglang_redact,

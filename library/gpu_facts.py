@@ -25,7 +25,8 @@ options:
     description:
       - The inventory's declaration of the host's GPUs (C(gpu_model), C(gpu_count), optionally
         C(hbm_bandwidth_gbs), C(compute_capability), C(interconnect), C(memory_mib)).
-      - When given and not empty, nvidia-smi is not run and the facts say C(source=declared).
+      - When given and not empty, the facts say C(source=declared); where nvidia-smi exists and
+        detects GPUs, a declaration whose count or model contradicts it fails.
     type: dict
     default: {}
 author:
@@ -77,7 +78,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpu_facts import GpuFactsError, collect_facts, declared_facts
+from ansible.module_utils.gpu_facts import GpuFactsError, collect_facts, declared_facts, declared_mismatch
 
 
 def main():
@@ -94,6 +95,13 @@ def main():
             facts = declared_facts(module.params["declared"])
         except GpuFactsError as exc:
             module.fail_json(msg=f"sglang_hardware: {exc}")
+        # Where nvidia-smi exists and sees GPUs, the declaration must agree with it.
+        path = module.get_bin_path(module.params["nvidia_smi"], required=False)
+        if path:
+            detected = collect_facts(lambda argv: module.run_command(argv, check_rc=False), path)
+            problem = declared_mismatch(facts, detected)
+            if problem:
+                module.fail_json(msg=problem, ansible_facts={"sglang_gpu": facts})
         module.exit_json(changed=False, ansible_facts={"sglang_gpu": facts})
     path = module.get_bin_path(module.params["nvidia_smi"], required=False)
     facts = collect_facts(lambda argv: module.run_command(argv, check_rc=False), path)

@@ -144,9 +144,13 @@ class Wheelhouse:
                     time.sleep(min(2 ** attempt, 10))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        why = next((line.strip() for line in reversed((err or out or "").splitlines()) if line.strip()), f"rc {rc}")
         self.module.fail_json(
-            msg=f"could not download {' '.join(requirements)} for {self.host} after {self.retries} attempts; "
-                "check the versions exist on the index (pip index versions <name>) and that the controller reaches it",
+            msg=f"the controller wheelhouse {self.dest} (ml_env_controller_wheelhouse) has no wheel of "
+                f"{' '.join(requirements)} for {self.host}, and downloading it failed after {self.retries} "
+                f"attempt(s): {why}. Check the versions exist on the index (pip index versions <name>) and that the "
+                f"controller reaches it, or put the wheel in {self.dest} yourself; then re-run (nothing on the host "
+                "was changed)",
             rc=rc, stdout=out, stderr=err, cmd=argv)
 
 

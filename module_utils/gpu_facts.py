@@ -361,3 +361,20 @@ def declared_facts(decl):
         "hbm_bandwidth_gbs": bw if bw is not None else spec[2],
         "gpu_spec": spec[0] if spec else None,
     }
+
+
+def declared_mismatch(declared, detected):
+    """Why a declaration contradicts what nvidia-smi detected (count or model), or None.
+
+    Models are the same when both names match the same GPU_SPECS row, or are equal ignoring case.
+    """
+    if detected.get("source") != "detected":
+        return None
+    spec_d, spec_n = find_spec(declared["gpu_model"]), find_spec(detected["gpu_model"])
+    same_model = (spec_d is spec_n) if (spec_d or spec_n) else (
+        declared["gpu_model"].strip().lower() == detected["gpu_model"].strip().lower())
+    if same_model and declared["gpu_count"] == detected["gpu_count"]:
+        return None
+    return (f"sglang_hardware declares {declared['gpu_count']}x {declared['gpu_model']}, but nvidia-smi on the "
+            f"host reports {detected['gpu_count']}x {detected['gpu_model']}: fix sglang_hardware (gpu_model, "
+            "gpu_count) to match the host, or leave sglang_hardware out to use what nvidia-smi detects")

@@ -185,6 +185,26 @@ def gpus_needed(args):
     return max(1, -(-(tp * pp * dp) // nnodes))
 
 
+# A Hugging Face repo id: "name" or "owner/name", each part starting with a letter or digit.
+_HUB_ID_RE = re.compile(r"^(?!.*(--|\.\.))[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+
+
+def check_expect(expect):
+    """Problems with a host's sglang_expect: it must be a mapping, and a number must be written as one.
+
+    A quoted number ("3") never equals the 3 SGLang resolves, so it would fail every audit; it
+    is refused before the host changes instead, with the unquoted spelling.
+    """
+    if not isinstance(expect, dict):
+        return [f"sglang_expect must be a mapping of setting: value, got {type(expect).__name__}"]
+    problems = []
+    for key, value in expect.items():
+        if isinstance(value, str) and re.match(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$", value):
+            problems.append(f"sglang_expect.{key} is {value!r}, a quoted number: SGLang resolves it as a number, "
+                            f"so the text never matches; write it without quotes (sglang_expect.{key}: {value.strip()})")
+    return problems
+
+
 def check_args(args, gpu_count=None, gpu_source="declared"):
     """Problems with a host's SGLang arguments that SGLang itself would only find at start-up.
 
@@ -198,6 +218,10 @@ def check_args(args, gpu_count=None, gpu_source="declared"):
     if not isinstance(model, str) or not model:
         problems.append("sglang_args.model_path is missing: set it to the model folder on the host "
                         "(e.g. /models/Qwen3.6-27B) or a Hugging Face repo id")
+    elif not model.startswith("/") and not _HUB_ID_RE.match(model):
+        problems.append(f"sglang_args.model_path {model!r} is neither a folder on the host (those start with /) "
+                        "nor a Hugging Face repo id (owner/name of letters, digits, '.', '_' and '-'): write the "
+                        "absolute path (e.g. /models/Qwen3.6-27B) or the repo id (e.g. Qwen/Qwen3-8B)")
     for key in ("tp_size", "pp_size", "dp_size", "nnodes"):
         if key in norm and norm[key] is not None and (not _is_int(norm[key]) or norm[key] < 1):
             problems.append(f"sglang_args.{key} is {norm[key]!r}: it must be a whole number >= 1 "
