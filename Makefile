@@ -76,16 +76,23 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
 
+# Test processes side by side (pytest-xdist): the llama-server build and the PyPI downloads
+# overlap the other unit tests; each lab module owns its fleet (and molecule its own), so lab
+# modules run at once (loadfile, longest first: tests/lab/conftest.py) next to molecule.
+UNIT_WORKERS ?= 2
+LAB_WORKERS ?= 4
+
 unit: venv ## pytest: filters, modules, source reader on real wheels, bench client on llama-server, simulator
-	$(BIN)/pytest -m "not lab"
+	$(BIN)/pytest -m "not lab" -n $(UNIT_WORKERS) --durations=15
 
 lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
-	$(BIN)/pytest -m lab
+	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --durations=0
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
 
-test: lint unit molecule lab-test ## Everything CI runs
+test: lint unit ## Everything CI runs: lint, unit, then molecule and lab-test side by side
+	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches
 	rm -rf .lab .cache

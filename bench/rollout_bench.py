@@ -44,6 +44,10 @@ SSH = ["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=yes", "-o", f"UserKno
 SAMPLER = ("while true; do printf '%s %s\\n' \"$(date +%s.%N)\" \"$(curl -s -o /dev/null -m 1 -w '%{http_code}' "
            "http://127.0.0.1:30000/health_generate)\"; sleep 0.2; done")
 SIM_CONFIG = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json"}
+# verify's benchmark kept to one stream, two repeats (as tests/lab/test_rollout_lab.py): what is
+# measured here is the rollout around it, and every deploy below verifies each host it changes
+LIGHT_VERIFY = json.dumps({"sglang_verify_concurrency": [1], "sglang_verify_repeats": 2,
+                           "sglang_verify_requests_per_stream": 1})
 
 
 def write_inventory(tmp):
@@ -63,7 +67,7 @@ def playbook(inventory, *args, check=True):
     env = {"SGLANG_FLEET_LAB_KEY": str(KEY), "PATH": f"{BIN}:/usr/bin:/bin:/usr/sbin:/sbin",
            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "HOME": str(pathlib.Path.home())}
     reports = f"{inventory.parent}/reports"  # keep the demo fleet's history clean
-    extra = ["-e", f"sglang_report_dir={reports}"]
+    extra = ["-e", f"sglang_report_dir={reports}", "-e", LIGHT_VERIFY]
     start = time.time()
     p = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), *extra, *args], cwd=REPO, env=env,
                        capture_output=True, text=True, check=False)

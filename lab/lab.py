@@ -14,6 +14,7 @@ Stdlib only, except PyYAML for the inventory (run it with .venv/bin/python).
 """
 
 import argparse
+import fcntl
 import ipaddress
 import json
 import os
@@ -62,7 +63,9 @@ def render_conf():
     text = CONF_TEMPLATE.read_text().replace("@NOFILE@", str(nofile))
     CONF_RENDERED.parent.mkdir(parents=True, exist_ok=True)
     if not CONF_RENDERED.exists() or CONF_RENDERED.read_text() != text:
-        CONF_RENDERED.write_text(text)
+        tmp = CONF_RENDERED.with_name(f"{CONF_RENDERED.name}.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(CONF_RENDERED)  # whole or not at all: several `up`s may run at once (pytest -n)
     return CONF_RENDERED
 
 
@@ -244,18 +247,23 @@ def ensure_image(build):
 
 
 def ensure_key():
-    """Generate the lab SSH key once (.lab/ssh/id_ed25519)."""
+    """Generate the lab SSH key once (.lab/ssh/id_ed25519); one `up` at a time makes it."""
     if SSH_KEY.exists() and SSH_KEY.with_suffix(".pub").exists():
         return
     if shutil.which("ssh-keygen") is None:
         raise LabError("ssh-keygen not found: run lab/install-deps.sh (as root)")
     SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
     SSH_KEY.parent.chmod(0o700)
-    for p in (SSH_KEY, SSH_KEY.with_suffix(".pub")):
-        p.unlink(missing_ok=True)
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglang-fleet-lab", "-f", str(SSH_KEY)], check=True
-    )
+    with open(SSH_KEY.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if SSH_KEY.exists() and SSH_KEY.with_suffix(".pub").exists():
+            return  # another `up` made it while this one waited
+        for p in (SSH_KEY, SSH_KEY.with_suffix(".pub")):
+            p.unlink(missing_ok=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglang-fleet-lab", "-f", str(SSH_KEY)],
+            check=True,
+        )
 
 
 def run_container(name, host, ip, netname, prefix):

@@ -43,6 +43,12 @@ def unflow(out):
     return re.sub(r"\s*\n\s+", " ", out)
 
 
+# verify's benchmark cut to one stream, two repeats, one request each, in every module whose
+# subject is not verify itself (tests/lab/test_verify_lab.py keeps the lab's defaults): each deploy
+# still verifies what it changed, in a few seconds per host
+LIGHT_VERIFY = {"sglang_verify_concurrency": [1], "sglang_verify_repeats": 2, "sglang_verify_requests_per_stream": 1}
+
+
 class LabFleet:
     """A running copy of the lab inventory: play(), ssh(), and where its reports go."""
 
@@ -57,6 +63,13 @@ class LabFleet:
     def play(self, *args, timeout=600):
         return run([BIN / "ansible-playbook", "-i", self.inventory, "-e", f"sglang_report_dir={self.reports}", *args],
                    timeout)
+
+    def podman(self, *argv, check=True):
+        """podman with the lab's containers.conf (test equipment: stop, start or change a host)."""
+        p = subprocess.run(["podman", *argv], env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
+                           capture_output=True, text=True, check=False)
+        assert p.returncode == 0 or not check, p.stdout + p.stderr
+        return p.stdout
 
     def ssh(self, host, command):
         """Run `command` as root on a host (test equipment: inspect and break it), host key checked."""
@@ -83,7 +96,8 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
     group["hosts"] = {name: {"ansible_host": spec["ansible_host"].replace("10.89.77.", subnet)}
                       for name, spec in group["hosts"].items() if hosts is None or name in hosts}
     group["vars"]["lab_known_hosts"] = str(KNOWN_HOSTS / prefix)
-    inventory.write_text(yaml.safe_dump(data))
+    # keep the inventory's host order: the rollout's batches follow it
+    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     if group_vars:
         lab_vars = inv / "group_vars" / "sglang_lab.yml"
         lab_vars.write_text(yaml.safe_dump({**yaml.safe_load(lab_vars.read_text()), **group_vars}))
@@ -99,8 +113,9 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
 @contextlib.contextmanager
 def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), group_vars=None):
     """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it, every host in
-    one batch (the rollout's batches are tests/lab/test_rollout_lab.py's subject, not the setup's)."""
-    with lab_fleet(tmp_path, prefix, subnet, hosts, group_vars) as fleet:
+    one batch (the rollout's batches are tests/lab/test_rollout_lab.py's subject, not the setup's);
+    verify's benchmark is LIGHT_VERIFY unless `group_vars` says otherwise."""
+    with lab_fleet(tmp_path, prefix, subnet, hosts, {**LIGHT_VERIFY, **(group_vars or {})}) as fleet:
         for playbook, args in (("lab/prepare.yml", ()),
                                ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}', *deploy_args))):
             rc, out = fleet.play(playbook, *args)

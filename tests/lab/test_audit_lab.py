@@ -43,14 +43,12 @@ def test_audit_ct129_shows_what_the_seeds_found(fleet):
     assert (fleet.reports / "ct129" / f"audit-{latest['generated_at']}.json").is_file()
 
 
-def test_audit_and_deploy_under_check_and_again_change_nothing(fleet):
-    rc, out = fleet.play("audit.yml", "--check")
-    assert rc == 0, out
-    rc, out = fleet.play("deploy.yml", "--check", "--diff")
-    assert rc == 0, out
-    rc, out = fleet.play("deploy.yml")
-    assert rc == 0, out
-    assert [recap(out, h)["changed"] for h in ("ct129", "h200x2", "h200x1")] == [0, 0, 0]
+def test_audit_and_deploy_under_check_change_nothing(fleet):
+    """On hosts of all three flag eras (a plain re-deploy changing nothing: the rollout tests)."""
+    for playbook in ("audit.yml", "deploy.yml"):
+        rc, out = fleet.play(playbook, "--check", "--diff")
+        assert rc == 0, out
+        assert [recap(out, h)["changed"] for h in ("ct129", "h200x2", "h200x1")] == [0, 0, 0], out
 
 
 def test_removed_flag_stops_deploy_before_anything_changes(fleet):
@@ -93,5 +91,5 @@ def test_fault_disabling_the_prefill_graph_fails_the_runtime_audit(fleet):
     finally:
         rc, out = fleet.play("lab/prepare.yml", "-l", "ct129")
         assert rc == 0, out
-        rc, out = fleet.play("deploy.yml", "-l", "ct129")
+        rc, out = fleet.play("deploy.yml", "-l", "ct129", "--skip-tags", "sglang_verify")
         assert rc == 0, out

@@ -6,7 +6,8 @@ is an inventory alias of a deployed lab host (same ansible_host) with its own ba
 alias's own failure must carry its message. The same-machine check compares only the hosts still in
 the play after every other check, so the batch (where every alias is refused earlier) never trips
 it; the same-machine case itself runs alone. The other cases need a play of their own: a bad model
-on one host of several, a wheelhouse missing a wheel, a host that goes away mid-play.
+on one host of several, a wheelhouse missing a wheel, a full disk during the venv build, a host
+that goes away mid-play.
 
 Test equipment on the hosts (as root): a model folder only root can read, a process listening on a
 port, and on h200x1 a fake nvidia-smi printing the real capture of a one-H200 machine
@@ -24,6 +25,7 @@ import time
 import pytest
 import yaml
 from lab_fleet import BIN, ENV, REPO, deployed_lab_fleet, recap, unflow
+from wheels import sglang_wheel
 
 pytestmark = pytest.mark.lab
 
@@ -289,13 +291,32 @@ def test_a_wheelhouse_missing_a_wheel_is_refused_before_the_host_changes(fleet, 
     assert fleet_state(fleet) == before
 
 
-def podman(*argv):
-    conf = subprocess.run([str(BIN / "python"), str(REPO / "lab" / "lab.py"), "conf"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    p = subprocess.run(["podman", *argv], env={**ENV, "CONTAINERS_CONF": conf}, capture_output=True, text=True,
-                       check=False)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p.stdout
+def test_a_full_disk_during_the_venv_build_marks_nothing_good(fleet):
+    """/opt/ml-env on ct129 becomes a tmpfs holding what it held plus room for the new wheel, not for
+    the venv: the build of 0.5.13.post1 runs out of space half-way."""
+    before = host_state(fleet, "ct129")
+    releases = fleet.ssh("ct129", "ls -l --time-style=+%s /var/lib/sglang-fleet/ /var/lib/sglang-fleet/*")
+    size = sglang_wheel("0.5.13.post1").stat().st_size  # the host's copy of it fits, the venv does not
+    used = int(fleet.ssh("ct129", "du -sk /opt/ml-env").split()[0])
+    fleet.podman("exec", "--privileged", f"{PREFIX}-ct129", "sh", "-ec",
+           f"cp -a /opt/ml-env /opt/ml-env.full && mount -t tmpfs -o size={used + size // 1024 + 4096}k,mode=755 "
+           "tmpfs /opt/ml-env && cp -a /opt/ml-env.full/. /opt/ml-env/ && rm -rf /opt/ml-env.full")
+    try:
+        rc, out = fleet.play("deploy.yml", "-l", "ct129", "-e", "sglang_version=0.5.13.post1", *FAST)
+        left = fleet.ssh("ct129", "ls /opt/ml-env; readlink /opt/ml-env/current")
+    finally:
+        fleet.podman("exec", "--privileged", f"{PREFIX}-ct129", "umount", "/opt/ml-env")
+    assert rc != 0, out
+    text = failure(out, "ct129")
+    assert ('Building /opt/ml-env/sglang-0.5.13.post1 with uv failed in "Install SGLang into the venv": '
+            ) in text, text
+    assert "No space left on device" in text, text
+    assert ("The half-built venv was removed and nothing else changed; the running service still uses its "
+            "previous environment. Fix the cause and re-run.") in text, text
+    assert "not rolled back: this run did not change the service" in out, out
+    assert "sglang-0.5.13.post1" not in left.split() and left.split()[-1] == "/opt/ml-env/sglang-0.5.11", left
+    assert fleet.ssh("ct129", "ls -l --time-style=+%s /var/lib/sglang-fleet/ /var/lib/sglang-fleet/*") == releases
+    assert host_state(fleet, "ct129") == before
 
 
 def test_a_host_unreachable_mid_play_leaves_the_others_converging(fleet):
@@ -312,7 +333,7 @@ def test_a_host_unreachable_mid_play_leaves_the_others_converging(fleet):
         for line in play.stdout:
             lines.append(line)
             if line.startswith("PLAY [Roll SGLang out") and not stopped:
-                podman("stop", "-t", "0", f"{PREFIX}-h200x1")
+                fleet.podman("stop", "-t", "0", f"{PREFIX}-h200x1")
                 stopped = True
         rc = play.wait(timeout=300)
     out = "".join(lines)
