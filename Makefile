@@ -80,19 +80,19 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 # overlap the other unit tests; each lab module owns its fleet (and molecule its own), so lab
 # modules run at once (loadfile, longest first: tests/lab/conftest.py) next to molecule.
 UNIT_WORKERS ?= 2
-LAB_WORKERS ?= 4
+LAB_WORKERS ?= 3
 
 unit: venv ## pytest: filters, modules, source reader on real wheels, bench client on llama-server, simulator
 	$(BIN)/pytest -m "not lab" -n $(UNIT_WORKERS) --durations=15
 
 lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
-	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --durations=0
+	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
 
-test: lint unit ## Everything CI runs: lint, unit, then molecule and lab-test side by side
-	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
+test: lint ## Everything CI runs: lint, then unit, molecule and lab-test side by side
+	$(MAKE) --no-print-directory -j3 --output-sync=target unit molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches
 	rm -rf .lab .cache

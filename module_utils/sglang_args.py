@@ -18,6 +18,7 @@ import re
 SECRET_ARGS = {
     "api_key": "SGLANG_API_KEY",
     "admin_api_key": "SGLANG_ADMIN_API_KEY",
+    "ssl_keyfile_password": "SGLANG_SSL_KEYFILE_PASSWORD",
 }
 
 # What a secret read back from a host becomes, everywhere (reports, play output, drift).

@@ -82,6 +82,9 @@ def test_unit_lines_quote_for_systemd():
         ({"api_key": "s3cret"}, "sglang_argv: sglang_args.api_key is a secret and would be visible in the unit "
          "file and in the process list; set it in sglang_service_secrets.SGLANG_API_KEY (kept in a "
          "root-only EnvironmentFile) instead"),
+        ({"ssl_keyfile_password": "s3cret"}, "sglang_argv: sglang_args.ssl_keyfile_password is a secret and would "
+         "be visible in the unit file and in the process list; set it in "
+         "sglang_service_secrets.SGLANG_SSL_KEYFILE_PASSWORD (kept in a root-only EnvironmentFile) instead"),
         ({"--tp-size": 2}, "sglang_argv: sglang_args: '--tp-size' is not an SGLang argument name; use the "
          "argparse dest in lower case, e.g. tp_size for --tp-size"),
         ({"served_model_name": ""}, "sglang_argv: sglang_args.served_model_name: empty string; remove the key "

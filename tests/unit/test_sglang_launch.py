@@ -52,3 +52,10 @@ def test_without_secrets_nothing_is_filtered(tmp_path):
     assert rc == -9
     assert out.splitlines() == ["env None None", "child public", "x" * 70000 + "canary-K3yyyy"]
     assert "server_args=['--port', '1']" in err and err.endswith("last words\n")
+
+
+def test_the_ssl_key_password_is_passed_in_process_and_redacted(tmp_path):
+    rc, out, _ = launch(tmp_path, {"SGLANG_SSL_KEYFILE_PASSWORD": KEY, "SGLANG_FLEET_SECRETS": "SGLANG_SSL_KEYFILE_PASSWORD"})
+    assert rc == -9
+    assert out.splitlines()[0].endswith("] server_args=['--port', '1', '--ssl-keyfile-password', '<redacted>']")
+    assert KEY not in out

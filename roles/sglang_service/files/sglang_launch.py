@@ -25,7 +25,9 @@ import runpy
 import signal
 import sys
 
-SECRET_FLAGS = {"SGLANG_API_KEY": "--api-key", "SGLANG_ADMIN_API_KEY": "--admin-api-key"}
+# sglang_args.SECRET_ARGS the other way round (this file runs on the host, alone)
+SECRET_FLAGS = {"SGLANG_API_KEY": "--api-key", "SGLANG_ADMIN_API_KEY": "--admin-api-key",
+                "SGLANG_SSL_KEYFILE_PASSWORD": "--ssl-keyfile-password"}
 SECRETS_VARIABLE = "SGLANG_FLEET_SECRETS"  # the names of the EnvironmentFile's variables
 REDACTED = b"<redacted>"
 CHUNK = 65536
