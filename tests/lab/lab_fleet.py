@@ -60,7 +60,7 @@ class LabFleet:
         hosts = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"]
         self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
 
-    def play(self, *args, timeout=600):
+    def play(self, *args, timeout=900):
         return run([BIN / "ansible-playbook", "-i", self.inventory, "-e", f"sglang_report_dir={self.reports}", *args],
                    timeout)
 
@@ -102,7 +102,8 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
         lab_vars = inv / "group_vars" / "sglang_lab.yml"
         lab_vars.write_text(yaml.safe_dump({**yaml.safe_load(lab_vars.read_text()), **group_vars}))
     lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
-    rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build"])
+    # generous: `make test` starts several fleets at once next to the unit tests on two cores
+    rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build", "--timeout", "300"])
     assert rc == 0, out
     try:
         yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix)
