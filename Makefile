@@ -91,8 +91,8 @@ lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end t
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
 
-test: lint ## Everything CI runs: lint, then unit, molecule and lab-test side by side
-	$(MAKE) --no-print-directory -j3 --output-sync=target unit molecule lab-test
+test: lint unit ## Everything CI runs: lint, unit, then molecule and lab-test side by side
+	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches
 	rm -rf .lab .cache
