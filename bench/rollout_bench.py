@@ -44,10 +44,9 @@ SSH = ["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=yes", "-o", f"UserKno
 SAMPLER = ("while true; do printf '%s %s\\n' \"$(date +%s.%N)\" \"$(curl -s -o /dev/null -m 1 -w '%{http_code}' "
            "http://127.0.0.1:30000/health_generate)\"; sleep 0.2; done")
 SIM_CONFIG = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json"}
-# verify's benchmark kept to one stream, two repeats (as tests/lab/test_rollout_lab.py): what is
-# measured here is the rollout around it, and every deploy below verifies each host it changes
-LIGHT_VERIFY = json.dumps({"sglang_verify_concurrency": [1], "sglang_verify_repeats": 2,
-                           "sglang_verify_requests_per_stream": 1})
+# verify's benchmark kept light (as in the lab tests): what is measured here is the rollout
+# around it, and every deploy below still verifies each host it changes
+LIGHT_VERIFY = f"@{REPO / 'lab' / 'light_verify.yml'}"
 
 
 def write_inventory(tmp):

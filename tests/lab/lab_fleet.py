@@ -43,10 +43,9 @@ def unflow(out):
     return re.sub(r"\s*\n\s+", " ", out)
 
 
-# verify's benchmark cut to one stream, two repeats, one request each, in every module whose
-# subject is not verify itself (tests/lab/test_verify_lab.py keeps the lab's defaults): each deploy
-# still verifies what it changed, in a few seconds per host
-LIGHT_VERIFY = {"sglang_verify_concurrency": [1], "sglang_verify_repeats": 2, "sglang_verify_requests_per_stream": 1}
+# verify's benchmark kept light in every module whose subject is not verify itself
+# (tests/lab/test_verify_lab.py keeps the lab's defaults)
+LIGHT_VERIFY = yaml.safe_load((REPO / "lab" / "light_verify.yml").read_text())
 
 
 class LabFleet:
@@ -71,11 +70,16 @@ class LabFleet:
         assert p.returncode == 0 or not check, p.stdout + p.stderr
         return p.stdout
 
+    def ssh_status(self, host, command, timeout=60):
+        """(rc, output) of `command` as root on a host, host key checked, not asserted (test
+        equipment: the host may be going away)."""
+        return run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o",
+                    f"UserKnownHostsFile={self.known_hosts}", "-o", "ConnectTimeout=2", "-o", "LogLevel=ERROR",
+                    f"root@{self.ip[host]}", command], timeout)
+
     def ssh(self, host, command):
-        """Run `command` as root on a host (test equipment: inspect and break it), host key checked."""
-        rc, out = run(["ssh", "-i", KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o",
-                       f"UserKnownHostsFile={self.known_hosts}", "-o", "LogLevel=ERROR", f"root@{self.ip[host]}",
-                       command], 60)
+        """Run `command` as root on a host (test equipment: inspect and break it); its output."""
+        rc, out = self.ssh_status(host, command)
         assert rc == 0, out
         return out
 

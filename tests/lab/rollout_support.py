@@ -85,21 +85,13 @@ def converges(fleet, *args):
     return out
 
 
-def ssh_quiet(fleet, host, command, timeout=30):
-    """(rc, stdout) of `command` as root on `host`, without asserting (the host may be going away)."""
-    p = subprocess.run(["ssh", "-i", str(REPO / ".lab" / "ssh" / "id_ed25519"), "-o", "BatchMode=yes", "-o",
-                        f"UserKnownHostsFile={fleet.known_hosts}", "-o", "ConnectTimeout=2", "-o", "LogLevel=ERROR",
-                        f"root@{fleet.ip[host]}", command], capture_output=True, text=True, check=False, timeout=timeout)
-    return p.returncode, p.stdout.strip()
-
-
 def when_restarted(fleet, host, pid_before, then, timeout=300):
     """Call `then()` as soon as `host`'s service runs another main PID (a restart of this rollout)."""
     def watch():
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            rc, pid = ssh_quiet(fleet, host, "systemctl show sglang -p MainPID")
-            if rc == 0 and pid not in (pid_before, "MainPID=0", ""):
+            rc, pid = fleet.ssh_status(host, "systemctl show sglang -p MainPID", timeout=30)
+            if rc == 0 and pid.strip() not in (pid_before, "MainPID=0", ""):
                 then()
                 return
             time.sleep(0.3)

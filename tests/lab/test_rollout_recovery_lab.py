@@ -24,7 +24,6 @@ from rollout_support import (
     host_state,
     rolled_back_line,
     rollout_fleet,
-    ssh_quiet,
     when_restarted,
 )
 
@@ -105,7 +104,7 @@ def test_a_host_lost_mid_rollout_stops_it_and_a_rerun_converges_once_it_is_back(
     assert ct129["current"] == ct129["last_good"] != before["ct129"]["current"]  # the canary passed
     fleet.podman("start", container)
     deadline = time.monotonic() + 60
-    while ssh_quiet(fleet, "h200x2", "true")[0]:
+    while fleet.ssh_status("h200x2", "true", timeout=30)[0]:
         assert time.monotonic() < deadline, "h200x2 did not come back"
         time.sleep(1)
     out = converges(fleet, *slow)
