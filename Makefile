@@ -10,7 +10,7 @@ PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit lab-test molecule venv audit verify releases report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint unit lab-test molecule llama-server venv audit verify releases report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy lock clean
 
 help: ## List the targets
@@ -91,7 +91,14 @@ lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end t
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
 
-test: lint unit ## Everything CI runs: lint, unit, then molecule and lab-test side by side
+llama-server: venv ## Build llama.cpp's llama-server for the real-engine tests (cached in .cache/llama.cpp)
+	PIP="$(BIN)/pip" bash tests/real_engine/build_llama_server.sh >/dev/null
+
+# The llama-server build (CPU) first, beside the lab's installs and image build (mostly network
+# and disk); then lint and unit; then molecule and the lab modules side by side.
+test: ## Everything CI runs: lint, unit, then molecule and lab-test side by side
+	$(MAKE) --no-print-directory -j2 --output-sync=target llama-server lab-image
+	$(MAKE) --no-print-directory lint unit
 	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches
