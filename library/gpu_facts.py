@@ -24,9 +24,10 @@ options:
   declared:
     description:
       - The inventory's declaration of the host's GPUs (C(gpu_model), C(gpu_count), optionally
-        C(hbm_bandwidth_gbs), C(compute_capability), C(interconnect), C(memory_mib)).
+        C(hbm_bandwidth_gbs), C(compute_capability), C(interconnect), C(memory_mib), C(driver_version)).
       - When given and not empty, the facts say C(source=declared); where nvidia-smi exists and
-        detects GPUs, a declaration whose count or model contradicts it fails.
+        detects GPUs, a declaration whose count or model contradicts it fails, and the driver and
+        CUDA version are the ones nvidia-smi reports.
     type: dict
     default: {}
 author:
@@ -102,6 +103,8 @@ def main():
             problem = declared_mismatch(facts, detected)
             if problem:
                 module.fail_json(msg=problem, ansible_facts={"sglang_gpu": facts})
+            if detected.get("source") == "detected":  # the driver nvidia-smi reports beats a declared one
+                facts.update(driver_version=detected["driver_version"], cuda_version=detected["cuda_version"])
         module.exit_json(changed=False, ansible_facts={"sglang_gpu": facts})
     path = module.get_bin_path(module.params["nvidia_smi"], required=False)
     facts = collect_facts(lambda argv: module.run_command(argv, check_rc=False), path)

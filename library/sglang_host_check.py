@@ -4,34 +4,53 @@
 DOCUMENTATION = r"""
 ---
 module: sglang_host_check
-short_description: Check the port, the model folder and the machine's identity before a deploy
+short_description: Check the port, the model folder and the machine's identity before a deploy; read the host's compatibility facts
 description:
   - Fails when another process (not the service's MainPID or its children) listens on O(port),
     or when O(service_user) cannot read the model's config.json; returns the machine's identity
     (machine-id, else the SSH host key) so two inventory names for one machine can be refused.
+  - With O(facts), also returns C(host_facts) for roles/sglang_compat - free space on the filesystems
+    of O(env_root) and the model, whether O(venv) is already built, RAM, the model's weight bytes
+    (model.safetensors.index.json, else the *.safetensors sizes) and the parts of its config.json
+    the memory check reads - and, with O(python), that interpreter's version, architecture and glibc.
   - Read-only; needs root to see every process's sockets.
 options:
   host: {description: The inventory name (for messages)., type: str, required: true}
-  port: {description: The port SGLang will listen on., type: int, required: true}
-  service: {description: The systemd unit name., type: str, required: true}
-  service_user: {description: The user the server runs as., type: str, required: true}
+  port: {description: The port SGLang will listen on., type: int, default: 30000}
+  service: {description: The systemd unit name., type: str, default: sglang}
+  service_user: {description: The user the server runs as., type: str, default: sglang}
   model_path: {description: The model folder (or a repo id, then not checked)., type: str, default: ""}
+  checks: {description: Run the port and model-folder checks (false with O(facts) for facts alone)., type: bool, default: true}
+  facts: {description: Also return C(host_facts)., type: bool, default: false}
+  env_root: {description: Folder of the SGLang venvs (its filesystem's free space)., type: str, default: ""}
+  venv: {description: The release's venv (already built when it holds ml_env's marker)., type: str, default: ""}
+  python: {description: Interpreter to probe for version, architecture and glibc (empty to skip)., type: str, default: ""}
 author:
   - sglang-fleet
 """
 
 RETURN = r"""
 machine_id: {description: The machine's identity., returned: always, type: str}
+host_facts:
+  description:
+    - env_root, env_free_bytes, env_mount, venv, venv_ready, mem_total_bytes, mem_available_bytes,
+      model_free_bytes, model_mount, model (weight_bytes, weights_from, config or error); with
+      O(python) also python_version, architecture, glibc (or python_error).
+  returned: with facts
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_host_check import (
+    PYTHON_PROBE,
     descendants,
+    host_facts,
     listening_inodes,
     machine_id,
     model_problem,
     port_owners,
     port_problem,
+    python_facts,
 )
 
 
@@ -39,14 +58,27 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "host": {"type": "str", "required": True},
-            "port": {"type": "int", "required": True},
-            "service": {"type": "str", "required": True},
-            "service_user": {"type": "str", "required": True},
+            "port": {"type": "int", "default": 30000},
+            "service": {"type": "str", "default": "sglang"},
+            "service_user": {"type": "str", "default": "sglang"},
             "model_path": {"type": "str", "default": ""},
+            "checks": {"type": "bool", "default": True},
+            "facts": {"type": "bool", "default": False},
+            "env_root": {"type": "str", "default": ""},
+            "venv": {"type": "str", "default": ""},
+            "python": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = module.params
+    result = {"changed": False, "machine_id": machine_id()}
+    if p["facts"]:
+        result["host_facts"] = host_facts(p["env_root"], p["venv"], p["model_path"])
+        if p["python"]:
+            rc, out, err = module.run_command([p["python"], "-c", PYTHON_PROBE], check_rc=False)
+            result["host_facts"].update(python_facts(out) if rc == 0 else {"python_error": (err or out).strip()[-300:]})
+    if not p["checks"]:
+        module.exit_json(**result)
     problems = []
     tables = []
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -66,7 +98,6 @@ def main():
         problem = model_problem(p["host"], p["model_path"], p["service_user"])
         if problem:
             problems.append(problem)
-    result = {"changed": False, "machine_id": machine_id()}
     if problems:
         module.fail_json(msg="; ".join(problems), **result)
     module.exit_json(**result)

@@ -301,7 +301,8 @@ def collect_facts(run, nvidia_smi):
 
 
 _DECL_KEYS = ("gpu_model", "gpu_count", "hbm_bandwidth_gbs", "compute_capability", "interconnect",
-              "memory_mib", "nvlink_links")
+              "memory_mib", "nvlink_links", "driver_version")
+_DRIVER = re.compile(r"^\d+(\.\d+){1,2}$")
 
 
 def declared_facts(decl):
@@ -309,6 +310,8 @@ def declared_facts(decl):
 
     Needs gpu_model and gpu_count; compute capability, bandwidth and the interconnect default
     come from GPU_SPECS. A model not in GPU_SPECS needs hbm_bandwidth_gbs and compute_capability.
+    driver_version ("580.95.05", what nvidia-smi reports) is for hosts whose nvidia-smi is not reachable:
+    the compatibility check compares it with the release's CUDA runtime.
     """
     if not isinstance(decl, dict):
         raise GpuFactsError(f"GPU declaration must be a mapping, got {type(decl).__name__}")
@@ -344,6 +347,9 @@ def declared_facts(decl):
             f"GPU declaration: interconnect {interconnect!r} is not one of {', '.join(INTERCONNECTS)}"
         )
     mem = decl.get("memory_mib")
+    driver = decl.get("driver_version")
+    if driver is not None and (isinstance(driver, bool) or not _DRIVER.match(str(driver))):
+        raise GpuFactsError(f"GPU declaration: driver_version {driver!r} is not like '580.95.05'")
     return {
         "source": "declared",
         "gpu_count": count,
@@ -356,7 +362,7 @@ def declared_facts(decl):
         "interconnect": interconnect,
         "link_matrix": None,
         "nvlink_links": decl.get("nvlink_links") if interconnect == "nvlink" else None,
-        "driver_version": None,
+        "driver_version": str(driver) if driver is not None else None,
         "cuda_version": None,
         "hbm_bandwidth_gbs": bw if bw is not None else spec[2],
         "gpu_spec": spec[0] if spec else None,

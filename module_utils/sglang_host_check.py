@@ -166,3 +166,128 @@ def machine_id(paths=("/etc/machine-id", "/var/lib/dbus/machine-id", "/etc/ssh/s
         if text:
             return f"machine-id {text[0]}"
     return ""
+
+
+# --- facts for the compatibility check (roles/sglang_compat), read-only ----------------------------
+
+# config.json keys the memory check reads (the rest of a config stays on the host).
+CONFIG_KEYS = ("architectures", "model_type", "torch_dtype", "dtype", "hidden_size", "num_hidden_layers",
+               "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings", "kv_lora_rank",
+               "qk_rope_head_dim", "layer_types", "full_attention_interval")
+
+
+def _existing(path):
+    """The nearest existing folder at or above `path` (a venv folder that is not there yet)."""
+    path = os.path.abspath(path or "/")
+    while not os.path.exists(path) and path != os.sep:
+        path = os.path.dirname(path)
+    return path
+
+
+def _mount(path, mounts_text):
+    """The mount point holding `path`, from the text of /proc/self/mounts."""
+    best = os.sep
+    for line in mounts_text.splitlines():
+        cells = line.split()
+        if len(cells) > 1:
+            point = cells[1].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip(os.sep) + os.sep)) and len(point) > len(best):
+                best = point
+    return best
+
+
+def free_bytes(path, mounts_text=""):
+    """(free bytes, mount point, error) of the filesystem that holds (or will hold) `path`.
+
+    f_bavail: what a non-root writer may use (the root-reserved blocks are left out, a safety margin)."""
+    where = _existing(path)
+    try:
+        st = os.statvfs(where)
+    except OSError as exc:
+        return None, None, str(exc)
+    return st.f_bavail * st.f_frsize, _mount(os.path.realpath(where), mounts_text), None
+
+
+def meminfo(text):
+    """(MemTotal, MemAvailable) in bytes from /proc/meminfo."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key] = int(parts[0]) * 1024
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def _pick(config):
+    picked = {k: config[k] for k in CONFIG_KEYS if k in config}
+    for nested in ("text_config", "llm_config", "language_config"):
+        if isinstance(config.get(nested), dict):
+            picked[nested] = {k: v for k, v in config[nested].items() if k in CONFIG_KEYS}
+    return picked
+
+
+def model_facts(model_path):
+    """{"weight_bytes", "weights_from", "config"} of a model folder (read-only), or {"error"}."""
+    import json
+
+    if not model_path.startswith("/"):
+        return {"error": "not a folder on the host"}
+    facts = {}
+    try:
+        with open(os.path.join(model_path, "config.json")) as f:
+            facts["config"] = _pick(json.load(f))
+    except (OSError, ValueError) as exc:
+        facts["error"] = f"config.json: {exc}"
+    index = os.path.join(model_path, "model.safetensors.index.json")
+    try:
+        with open(index) as f:
+            total = json.load(f).get("metadata", {}).get("total_size")
+        if isinstance(total, int) and total > 0:
+            facts.update(weight_bytes=total, weights_from="model.safetensors.index.json metadata.total_size")
+            return facts
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        sizes = [os.path.getsize(os.path.join(model_path, n)) for n in os.listdir(model_path)
+                 if n.endswith(".safetensors")]
+    except OSError as exc:
+        facts.setdefault("error", str(exc))
+        return facts
+    if sizes:
+        facts.update(weight_bytes=sum(sizes), weights_from=f"{len(sizes)} *.safetensors files")
+    return facts
+
+
+PYTHON_PROBE = "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.machine(), '%s-%s' % platform.libc_ver())"
+
+
+def python_facts(out):
+    """{"python_version", "architecture", "glibc"} from PYTHON_PROBE's output (the same probe as ml_env's)."""
+    cells = out.split()
+    if len(cells) < 3:
+        return {"python_error": out.strip() or "no output"}
+    glibc = cells[2][len("glibc-"):] if cells[2].startswith("glibc-") else ""
+    return {"python_version": cells[0], "architecture": cells[1], "glibc": glibc}
+
+
+def host_facts(env_root, venv, model_path, read=None):
+    """Disk, RAM and model facts for roles/sglang_compat (read-only)."""
+    def _read(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return ""
+    read = read or _read
+    mounts = read("/proc/self/mounts")
+    facts = {"env_root": env_root, "venv": venv}
+    facts["env_free_bytes"], facts["env_mount"], err = free_bytes(env_root, mounts)
+    if err:
+        facts["env_error"] = err
+    facts["venv_ready"] = bool(venv) and os.path.exists(os.path.join(venv, ".sglang-fleet-lock.txt"))
+    facts["mem_total_bytes"], facts["mem_available_bytes"] = meminfo(read("/proc/meminfo"))
+    if model_path.startswith("/") and os.path.isdir(model_path):
+        facts["model_free_bytes"], facts["model_mount"], _ = free_bytes(model_path, mounts)
+    facts["model"] = model_facts(model_path)
+    return facts

@@ -4,9 +4,10 @@
     scripts/fleet_report.py [--reports reports] [host ...]
 
 Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify),
-`drift-latest.json` (sglang_drift) and `release-latest.json` (sglang_release), written on the
-controller by deploy.yml, audit.yml, verify.yml and drift.yml. Exit 1 when a host's latest audit or verification failed or it
-drifted from the inventory, 2 when there is nothing to report.
+`drift-latest.json` (sglang_drift), `release-latest.json` (sglang_release) and `compat-latest.json`
+(sglang_compat), written on the controller by deploy.yml, audit.yml, verify.yml and drift.yml. Exit 1
+when a host's latest audit or verification failed, it drifted from the inventory or its release is
+blocked on it, 2 when there is nothing to report.
 """
 
 import argparse
@@ -28,7 +29,12 @@ def _load(path):
 def host_row(folder):
     audit, verify = _load(folder / "audit-latest.json"), _load(folder / "verify-latest.json")
     drift, release = _load(folder / "drift-latest.json"), _load(folder / "release-latest.json")
+    compat = _load(folder / "compat-latest.json")
     row = {"host": folder.name, "ok": True}
+    if compat:  # "ok", else the counts ("5 ok, 2 unknown"), for the release it checked
+        status = compat.get("status", "?")
+        row["compat"] = (status if status == "ok" else compat.get("summary", status)) + f" ({compat.get('version', '?')})"
+        row["ok"] &= status != "blocked"
     if release:  # the release deploy last recorded (rolled-back failures are recorded too)
         row["release"] = f"{release.get('id', '?')} ({release.get('status', '?')})"
     if audit:
@@ -52,7 +58,7 @@ def host_row(folder):
         n = drift.get("differences", 0)
         row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
         row["ok"] &= bool(drift.get("in_sync"))
-    return row if (audit or verify or drift or release) else None
+    return row if (audit or verify or drift or release or compat) else None
 
 
 def main():
@@ -65,7 +71,7 @@ def main():
     if not rows:
         print(f"no reports under {args.reports}: run deploy.yml, audit.yml, verify.yml or drift.yml first", file=sys.stderr)
         return 2
-    cols = ["host", "sglang", "release", "gpus", "audit", "verify", "drift", "decode tok/s", "roofline tok/s", "of roofline",
+    cols = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s", "of roofline",
             "left on the table"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:

@@ -333,6 +333,8 @@ def test_declared_defaults_and_overrides():
     bridged = declared_facts({"gpu_model": A6000, "gpu_count": 2, "interconnect": "nvlink", "nvlink_links": "NV4",
                               "memory_mib": 49140})
     assert (bridged["interconnect"], bridged["nvlink_links"], bridged["memory_mib"]) == ("nvlink", "NV4", 49140)
+    old = declared_facts({"gpu_model": A6000, "gpu_count": 2, "driver_version": "535.183.01"})
+    assert (old["driver_version"], old["cuda_version"]) == ("535.183.01", None)
     mi = declared_facts({"gpu_model": "AMD Instinct MI300X", "gpu_count": 8})
     assert (mi["compute_capability"], mi["sm"], mi["hbm_bandwidth_gbs"]) == (None, None, 5300)
 
@@ -363,7 +365,9 @@ def test_declared_unknown_model_rejected():
         ({"gpu_model": A6000, "gpu_count": 0}, "GPU declaration: gpu_count must be a positive integer, got 0"),
         ({"gpu_model": A6000, "gpu_count": 2, "gpu_modle": "x"},
          ("GPU declaration: unknown keys gpu_modle (allowed: gpu_model, gpu_count, hbm_bandwidth_gbs, "
-          "compute_capability, interconnect, memory_mib, nvlink_links)")),
+          "compute_capability, interconnect, memory_mib, nvlink_links, driver_version)")),
+        ({"gpu_model": A6000, "gpu_count": 2, "driver_version": "latest"},
+         "GPU declaration: driver_version 'latest' is not like '580.95.05'"),
         ({"gpu_model": A6000, "gpu_count": 2, "interconnect": "infiniband"},
          "GPU declaration: interconnect 'infiniband' is not one of nvlink, pcie, none"),
         ({"gpu_model": A6000, "gpu_count": 2, "compute_capability": "sm86"},

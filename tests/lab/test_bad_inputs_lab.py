@@ -142,6 +142,12 @@ CASES = [
      "nvidia-smi detects"),
     ("gpu-model-contradiction", "h200x1", {"sglang_hardware": {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 1}},
      "sglang_hardware declares 1x NVIDIA RTX A6000, but nvidia-smi on the host reports 1x NVIDIA H200"),
+    # the release cannot run here (roles/sglang_compat): every covered release pins CUDA 13's runtime
+    ("compat-driver-too-old", "ct129",
+     {"sglang_hardware": {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2, "driver_version": "535.183.01"}},
+     ("driver: NVIDIA driver 535.183.01 is older than CUDA 13.0 needs (>= 580.65.06", "sglang_compat_ignore: [driver]")),
+    ("compat-weights-over-gpu", "ct129", args(tp_size=1, mem_fraction_static=0.5),
+     ("memory_fit: weights 25.1 GiB / TP 1 = 25.1 GiB per GPU", "the weights do not fit")),
 ]
 
 
