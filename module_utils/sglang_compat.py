@@ -352,6 +352,18 @@ def runs_on(entry, cc):
     return None
 
 
+def newest_sglang_for(table, packages, architecture, cc):
+    """(sglang version, "kernel==version") of the newest release in the table's sglang_pins whose
+    kernel runs on compute capability `cc` on this architecture, or None."""
+    fits = []
+    for version, pin in (table.get("sglang_pins") or {}).items():
+        dist, _, kernel = str(pin).partition("==")
+        entry = ((packages.get(canonicalize_name(dist)) or {}).get(kernel) or {}).get(architecture)
+        if entry and runs_on(entry, cc):
+            fits.append((str(version), f"{canonicalize_name(dist)} {kernel}"))
+    return max(fits, key=lambda fit: _version_key(fit[0])) if fits else None
+
+
 def check_gpu_arch(release, gpu, architecture, table):
     """The GPUs' compute capability against the SM targets compiled into the release's kernels.
 
@@ -394,10 +406,14 @@ def check_gpu_arch(release, gpu, architecture, table):
         texts = [f"{d} {v} has no kernels for {sm} ({gpu.get('gpu_model', 'the GPU')}): cubins "
                  f"{', '.join(e.get('sm') or ['none'])}, PTX {', '.join(e.get('ptx') or ['none'])}"
                  for d, v, e, _ in bad]
-        fixes = [f"{d} {n} is the newest in the table with {sm} kernels: pick the sglang release that pins it "
-                 f"(or pin it in ml_env_extra_pins)" if n else f"no {d} in the table supports {sm}"
-                 for d, _, _, n in bad]
-        return result(name, "blocked", "; ".join(texts), "; ".join(fixes))
+        runs = newest_sglang_for(table, packages, architecture, cc)
+        if runs:
+            fix = (f"sglang {runs[0]} is the newest release known to run on {sm} (it pins {runs[1]}): set "
+                   f"sglang_version to it, or run this release on GPUs it has kernels for")
+        else:
+            fix = "; ".join(f"{d} {n} is the newest in the table with {sm} kernels (pin it in ml_env_extra_pins)"
+                            if n else f"no {d} in the table supports {sm}" for d, _, _, n in bad)
+        return result(name, "blocked", "; ".join(texts), fix)
     if not seen and not notes and not any(d in pins for d in KERNEL_PACKAGES) and _partial(release):
         return result(name, "unknown", f"cannot tell whether the release's kernels include {sm}: {_partial(release)}")
     if not seen:

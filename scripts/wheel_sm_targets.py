@@ -3,6 +3,10 @@
     .venv/bin/python scripts/wheel_sm_targets.py path/to/sglang_kernel-0.4.10-...-x86_64.whl
     .venv/bin/python scripts/wheel_sm_targets.py --pypi sglang-kernel==0.4.10 --platform x86_64 --update
     .venv/bin/python scripts/wheel_sm_targets.py --pypi torch==2.14.1 --platform x86_64 --python cp311
+    .venv/bin/python scripts/wheel_sm_targets.py --sglang-pins .cache/sglang-wheels/sglang-*.whl
+
+`--sglang-pins` records which kernel each sglang wheel pins (its Requires-Dist) in the table's
+`sglang_pins`, so a GPU the kernels dropped is told the newest sglang release that still runs on it.
 
 Reads every ELF shared object inside the wheel straight from the zip (no extraction), parses the
 CUDA fatbin of each (module_utils/fatbin.py), and prints the wheel's YAML fragment: cubin targets
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import email.parser
 import hashlib
 import json
 import pathlib
@@ -31,6 +36,7 @@ import urllib.request
 import zipfile
 
 import yaml
+from packaging.requirements import Requirement
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -42,6 +48,7 @@ PYPI = "https://pypi.org/pypi"
 ARCHS = ("x86_64", "aarch64")
 _SOURCE_LINE = re.compile(r"^#   - (\S+\.whl) sha256:([0-9a-f]{64}) (\S+)$")
 _FAMILY_DIR = re.compile(r"/sm(\d+)/")
+KERNEL_DISTS = ("sglang-kernel", "sgl-kernel")
 
 
 def normalise(name: str) -> str:
@@ -207,19 +214,37 @@ HEADER = """\
 """
 
 
-def read_table(path: pathlib.Path) -> tuple[dict, dict]:
-    """(packages table, {wheel file name: (sha256, date)}) of an existing table file."""
+def read_table(path: pathlib.Path) -> tuple[dict, dict, dict]:
+    """(packages table, {wheel file name: (sha256, date)}, sglang_pins) of an existing table file."""
     if not path.exists():
-        return {}, {}
+        return {}, {}, {}
     text = path.read_text()
     sources = {m.group(1): (m.group(2), m.group(3))
                for m in map(_SOURCE_LINE.match, text.splitlines()) if m}
-    return (yaml.safe_load(text) or {}).get("packages", {}), sources
+    data = yaml.safe_load(text) or {}
+    return data.get("packages", {}), sources, data.get("sglang_pins", {})
 
 
-def render_table(table: dict, sources: dict) -> str:
+def sglang_kernel_pin(wheel: pathlib.Path) -> tuple[str, str]:
+    """(sglang version, "kernel-dist==version") from an sglang wheel's own Requires-Dist."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = email.parser.HeaderParser().parsestr(zf.read(name).decode())
+    for text in metadata.get_all("Requires-Dist") or ():
+        req = Requirement(text)
+        pinned = [spec.version for spec in req.specifier if spec.operator == "=="]
+        if normalise(req.name) in KERNEL_DISTS and pinned and not req.extras:
+            return metadata["Version"], f"{normalise(req.name)}=={pinned[0]}"
+    raise SystemExit(f"{wheel.name}: no pinned {' or '.join(KERNEL_DISTS)} in its Requires-Dist")
+
+
+def render_table(table: dict, sources: dict, pins: dict) -> str:
     lines = [HEADER.rstrip("\n")]
     lines += [f"#   - {name} sha256:{sha} {day}" for name, (sha, day) in sorted(sources.items())]
+    if pins:
+        lines.append("# The kernel each sglang release pins (its wheel's Requires-Dist):")
+        lines.append("sglang_pins:")
+        lines += [f'  "{version}": {pins[version]}' for version in sorted(pins, key=fatbin.version_key)]
     lines.append("packages:")
     for package, versions in table.items():
         lines.append(f"  {package}:")
@@ -247,7 +272,16 @@ def main(argv=None) -> int:
     parser.add_argument("--update", nargs="?", const=TABLE, type=pathlib.Path, metavar="TABLE",
                         help=f"merge the result into TABLE (default {TABLE.relative_to(REPO)})")
     parser.add_argument("--delete", action="store_true", help="with --pypi: delete the wheel afterwards")
+    parser.add_argument("--sglang-pins", nargs="+", type=pathlib.Path, metavar="SGLANG_WHEEL",
+                        help="record the kernel each of these sglang wheels pins in TABLE's sglang_pins")
     args = parser.parse_args(argv)
+    if args.sglang_pins:
+        table_path = args.update or TABLE
+        table, sources, pins = read_table(table_path)
+        pins.update(sglang_kernel_pin(wheel) for wheel in args.sglang_pins)
+        table_path.write_text(render_table(table, sources, pins))
+        print(f"updated {table_path}: {len(pins)} sglang releases", file=sys.stderr)
+        return 0
     if bool(args.wheel) == bool(args.pypi) or (args.pypi and not args.platform):
         parser.error("give a wheel file, or --pypi NAME==VERSION with --platform")
 
@@ -263,11 +297,11 @@ def main(argv=None) -> int:
 
     print(f'{package}:\n  "{version}":\n    {arch}: {fragment(targets)}')
     if args.update:
-        table, sources = read_table(args.update)
+        table, sources, pins = read_table(args.update)
         table = fatbin.update_table(table, package, version, arch, targets)
         sources[path.name] = (sha, datetime.date.today().isoformat())
         args.update.parent.mkdir(parents=True, exist_ok=True)
-        args.update.write_text(render_table(table, sources))
+        args.update.write_text(render_table(table, sources, pins))
         if yaml.safe_load(args.update.read_text())["packages"] != table:
             raise SystemExit(f"{args.update}: written table does not read back the same")
         print(f"updated {args.update}", file=sys.stderr)

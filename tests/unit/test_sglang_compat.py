@@ -32,7 +32,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "compat"
 GPU = REPO / "tests" / "fixtures" / "gpu"
 DRIVERS = yaml.safe_load((REPO / "roles" / "sglang_compat" / "files" / "cuda_min_driver.yml").read_text())
-KERNELS = yaml.safe_load((FIX / "kernel_sm_targets.yml").read_text())
+# the real table, measured from the wheels (scripts/wheel_sm_targets.py)
+KERNELS = yaml.safe_load((REPO / "roles" / "sglang_compat" / "files" / "kernel_sm_targets.yml").read_text())
 INDEX = json.loads((FIX / "sglang-index.json").read_text())
 DEBIAN11 = UBUNTU2004 = "2.31"
 UBUNTU2204, DEBIAN12 = "2.35", "2.36"
@@ -227,20 +228,46 @@ def test_without_the_kernel_table_the_gpu_check_is_unknown_with_the_reason():
                              "cannot tell whether the release's kernels include sm_90"}
 
 
-def test_a_release_that_dropped_sm86_is_blocked_with_the_last_kernel_that_has_it():
+def declared(model, count=1):
+    return declared_facts({"gpu_model": model, "gpu_count": count})
+
+
+def test_every_era_has_kernels_for_the_lab_and_seed_gpus_on_x86_64():
     assert check_gpu_arch(release("0.5.23"), h200(), "x86_64", KERNELS) == {
         "check": "gpu_arch", "status": "ok", "fix": "", "detail": "sm_90 kernels in sglang-kernel 0.4.10"}
-    assert check_gpu_arch(release("0.5.11"), a6000(), "x86_64", KERNELS)["status"] == "ok"
-    got = check_gpu_arch(release("0.5.23"), a6000(), "x86_64", KERNELS)
+    for version in ("0.5.11", "0.5.18", "0.5.23"):
+        assert check_gpu_arch(release(version), a6000(), "x86_64", KERNELS)["status"] == "ok", version
+
+
+def test_a_t4_is_blocked_on_every_current_release_with_the_last_one_that_runs_on_it():
+    # sm_75 (Turing) cubins are only in sgl-kernel 0.2.8 (sglang 0.4.10.post2), measured from the wheels
+    got = check_gpu_arch(release("0.5.23"), declared("NVIDIA T4"), "x86_64", KERNELS)
     assert got["status"] == "blocked"
-    assert got["detail"] == ("sglang-kernel 0.4.10 has no kernels for sm_86 (NVIDIA RTX A6000): cubins 90a, 100a, 103a, "
-                             "120a, PTX none")
-    assert got["fix"] == ("sglang-kernel 0.4.99 is the newest in the table with sm_86 kernels: pick the sglang release "
-                          "that pins it (or pin it in ml_env_extra_pins)")
+    assert got["detail"] == ("sglang-kernel 0.4.10 has no kernels for sm_75 (NVIDIA T4): cubins 80, 86, 89, 90, 90a, "
+                             "100f, 103a, 120a, PTX none")
+    assert got["fix"] == ("sglang 0.4.10.post2 is the newest release known to run on sm_75 (it pins sgl-kernel 0.2.8): "
+                          "set sglang_version to it, or run this release on GPUs it has kernels for")
+
+
+def test_an_a100_on_an_arm_host_lost_its_kernels_after_sglang_kernel_0_4_2():
+    # the aarch64 wheels from sglang-kernel 0.4.5 on carry nothing below sm_90
+    assert check_gpu_arch(release("0.5.11"), declared("NVIDIA A100"), "aarch64", KERNELS)["status"] == "ok"
+    got = check_gpu_arch(release("0.5.23"), declared("NVIDIA A100"), "aarch64", KERNELS)
+    assert got["status"] == "blocked"
+    assert got["fix"].startswith("sglang 0.5.11 is the newest release known to run on sm_80 (it pins sglang-kernel 0.4.2)")
+
+
+def test_blackwell_runs_on_the_family_cubins():
+    b300 = declared_facts({"gpu_model": "NVIDIA B300", "gpu_count": 8, "compute_capability": "10.3",
+                           "hbm_bandwidth_gbs": 8000})
+    assert check_gpu_arch(release("0.5.18"), b300, "x86_64", KERNELS)["detail"] == \
+        "sm_103 kernels in sglang-kernel 0.4.6.post1"  # sm_100f covers CC 10.3
 
 
 def test_a_version_missing_from_the_table_is_unknown():
-    got = check_gpu_arch(release("0.5.18"), h200(), "x86_64", KERNELS)
+    table = copy.deepcopy(KERNELS)
+    del table["packages"]["sglang-kernel"]["0.4.6.post1"]["x86_64"]
+    got = check_gpu_arch(release("0.5.18"), h200(), "x86_64", table)
     assert got["status"] == "unknown"
     assert got["detail"] == "cannot tell whether the release's kernels include sm_90: sglang-kernel 0.4.6.post1 (x86_64) is not in the table"
 
