@@ -35,13 +35,13 @@ lab-image: lab-deps ## Build the lab's Debian image (cached)
 lab-up: venv lab-image ## Start the lab fleet (3 hosts over SSH)
 	$(PY) lab/lab.py up --inventory $(LAB_INVENTORY)
 
-lab-status: ## Which lab hosts answer SSH
+lab-status: venv ## Which lab hosts answer SSH
 	$(PY) lab/lab.py status --inventory $(LAB_INVENTORY)
 
 lab-smoke: lab-image ## Check the lab hosts' systemd stand-in on a throwaway network
 	bash lab/smoke.sh
 
-lab-down: ## Remove the lab fleet
+lab-down: venv ## Remove the lab fleet
 	$(PY) lab/lab.py down --inventory $(LAB_INVENTORY)
 
 lab-prepare: lab-up ## Put the simulator and the declared models on the lab hosts

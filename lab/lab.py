@@ -15,6 +15,7 @@ Stdlib only, except PyYAML for the inventory (run it with .venv/bin/python).
 
 import argparse
 import fcntl
+import hashlib
 import ipaddress
 import json
 import os
@@ -36,6 +37,7 @@ CONF_TEMPLATE = LAB_DIR / "containers.conf"
 CONF_RENDERED = STATE_DIR / "containers.conf"
 KNOWN_HOSTS_DIR = STATE_DIR / "known_hosts"
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key.pub"  # made at boot by the ssh.service drop-in
+AUTHORIZED_KEYS = "/etc/ssh/lab/authorized_keys"  # the checkout's lab key, bind-mounted read-only
 OPERATOR = "fleet"  # the unprivileged user Ansible connects as (passwordless sudo)
 IMAGE = os.environ.get("LAB_IMAGE", "localhost/sglang-fleet-lab:bookworm")
 LABEL = "org.sglang-fleet.lab"
@@ -169,10 +171,12 @@ def _alive(pid):
 
 
 def container_info(name):
-    """Return {'state', 'ip', 'image'} of a container, or None if it does not exist.
+    """Return {'state', 'ip', 'image', 'key_source', 'key_id'} of a container, or None if it does not exist.
 
     The IP of a stopped container is the one lab.py asked for (its label). "stale": podman still
     says running but the container's process is gone; it can only be removed and created again.
+    key_source: the public key file mounted as its authorized key (whose checkout made it);
+    key_id: the label naming that key's hash when it was created ("" for older containers).
     """
     proc = podman("container", "inspect", name, check=False)
     if proc.returncode != 0:
@@ -184,11 +188,50 @@ def container_info(name):
     state, pid = data["State"]["Status"], data["State"].get("Pid") or 0
     if state in ("running", "stopping", "paused") and pid and not _alive(pid):
         state = "stale"  # podman's record outlived the process (this machine was restarted)
+    sources = [m.get("Source", "") for m in data.get("Mounts") or [] if m.get("Destination") == AUTHORIZED_KEYS]
     return {
         "state": state,
         "ip": ips[0] if ips else labels.get(f"{LABEL}.ip", ""),
         "image": data["Image"],
+        "key_source": sources[0] if sources else "",
+        "key_id": labels.get(f"{LABEL}.key", ""),
     }
+
+
+def key_id():
+    """A short hash of this checkout's lab public key (label of the containers made with it)."""
+    return hashlib.sha256(SSH_KEY.with_suffix(".pub").read_bytes()).hexdigest()[:16]
+
+
+def other_checkouts(infos):
+    """{checkout folder: [container, ...]} of containers that authorize another, existing checkout's key.
+
+    The key is bind-mounted from `<checkout>/.lab/ssh/id_ed25519.pub`: SSH with this checkout's key
+    would be refused by those hosts. A source that no longer exists (a deleted checkout) is not
+    listed: nobody can use those containers, `up` replaces them.
+    """
+    mine = str(SSH_KEY.with_suffix(".pub"))
+    found = {}
+    for name, info in sorted(infos.items()):
+        source = (info or {}).get("key_source", "")
+        if source and source != mine and Path(source).exists():
+            found.setdefault(str(Path(source).parents[2]), []).append(name)
+    return found
+
+
+def refuse_other_checkouts(found, prefix, inventory):
+    """LabError for other_checkouts()' result: whose fleet it is and the two ways out."""
+    if not found:
+        return
+    lines = [f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} part of the lab fleet of another checkout, "
+             f"{checkout}: only its lab key is accepted there, so SSH from this checkout would be refused"
+             for checkout, names in found.items()]
+    raise LabError(
+        "\n".join(lines) + f"\nEither remove that fleet in {' and '.join(found)} (`make lab-down` there for the "
+        f"default fleet; this one: `.venv/bin/python lab/lab.py down --inventory {inventory} --prefix {prefix}`), "
+        "or run this checkout's fleet beside it, with a prefix and an inventory on a /24 of their own: "
+        "`lab.py up --prefix <another prefix> --inventory <your copy>` (lab/README.md, network table)."
+    )
 
 
 def remove(*names):
@@ -276,7 +319,7 @@ def run_container(name, host, ip, netname, prefix):
         "--shm-size", "1g", "--stop-timeout", "10",
         "--volume", f"{SSH_KEY.with_suffix('.pub')}:/etc/ssh/lab/authorized_keys:ro",
         "--label", f"{LABEL}={prefix}", "--label", f"{LABEL}.network={netname}",
-        "--label", f"{LABEL}.host={host}", "--label", f"{LABEL}.ip={ip}",
+        "--label", f"{LABEL}.host={host}", "--label", f"{LABEL}.ip={ip}", "--label", f"{LABEL}.key={key_id()}",
         IMAGE, "/usr/sbin/init",
     )  # fmt: skip
 
@@ -378,6 +421,8 @@ def cmd_up(args):
     hosts = read_inventory(args.inventory)
     netname, subnet = network_of(hosts, args.prefix)
     setup_podman()
+    names = {f"{args.prefix}-{h}" for h, _ in hosts} | set(lab_containers(netname))
+    refuse_other_checkouts(other_checkouts({n: container_info(n) for n in names}), args.prefix, args.inventory)
     ensure_image(not args.no_build)
     ensure_key()
     image_id = podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip()
@@ -403,6 +448,15 @@ def cmd_up(args):
         elif info and info["image"] != image_id:
             remove(name)  # an older image may lack what the inventory relies on (the `fleet` user)
             print(f"lab: removed {name} (it runs an older image); creating it again")
+            info = None
+        elif info and info["key_source"] and info["key_source"] != str(SSH_KEY.with_suffix(".pub")):
+            remove(name)  # other_checkouts() refused the existing ones: that checkout is gone
+            print(f"lab: removed {name} (it accepts the key of {info['key_source']}, which no longer exists); "
+                  "creating it again")
+            info = None
+        elif info and info["key_id"] and info["key_id"] != key_id():
+            remove(name)  # .lab/ssh was made anew: the mount still holds the old key
+            print(f"lab: removed {name} (it accepts an older lab key of this checkout); creating it again")
             info = None
         if info is None:
             run_container(name, host, ip, netname, args.prefix)
