@@ -12,6 +12,10 @@ description:
     parser, and predicts each optimisation - on, auto-disabled (rule, file:line of this release,
     override flag), unavailable on this hardware (why), off by default (how to enable).
   - Checks O(expect) (the host's C(sglang_expect)) against the prediction.
+  - Evaluates O(assertions) (the host's C(sglang_source_assertions)) over the installed sglang package
+    - a regex over a file or glob inside it, must match, must not match or an exact count, optionally a
+    captured group compared with a value - and fails for each one that fails or cannot be checked,
+    like an unmet expectation. At most 2,000 files are read per assertion.
   - With O(server_url), also reads the running server's resolved settings (C(/server_info), or
     C(/get_server_info) on older releases) and model info, reports every setting SGLang resolved
     differently than predicted, and checks O(expect) against what the server runs.
@@ -22,6 +26,16 @@ options:
   args: {description: The host's SGLang arguments as a mapping (sglang_args_common + sglang_args)., type: dict, required: true}
   hardware: {description: GPU facts (ansible_facts.sglang_gpu from gpu_facts)., type: dict, default: {}}
   expect: {description: Expected settings (sglang_expect)., type: dict, default: {}}
+  assertions:
+    description:
+      - Checks on the installed source (sglang_source_assertions), each a mapping with C(name), C(path)
+        (a file or glob relative to the sglang package folder, or a list of them), C(regex) (Python, re.MULTILINE),
+        C(must) (match or not_match) or C(count) (exact number of matches), optionally C(group) and C(equals)
+        (with must=match, the first match's captured group compared as text), C(message) and C(fix).
+      - Invalid items (unknown keys, a bad regex, a path leaving the package) fail the module.
+    type: list
+    elements: dict
+    default: []
   fail_on_expectations: {description: Fail when an expectation is not met or the server differs from the prediction., type: bool, default: true}
   missing_ok: {description: Return installed=false instead of failing when the venv has no sglang yet., type: bool, default: false}
   server_url: {description: Base URL of the running server ("" for the static audit only)., type: str, default: ""}
@@ -39,13 +53,18 @@ EXAMPLES = r"""
     args: "{{ sglang_args_common | combine(sglang_args) }}"
     hardware: "{{ ansible_facts.sglang_gpu }}"
     expect: {speculative_num_steps: 3, cuda_graph: "on"}
+    assertions:
+      - name: multimodal auto-disable rule present
+        path: srt/server_args.py
+        regex: '^\s*if self\.get_model_config\(\)\.is_multimodal:\n\s*self\.disable_piecewise_cuda_graph = True'
+        must: match
     server_url: http://127.0.0.1:30000
 """
 
 RETURN = r"""
-report: {description: The whole report (sglang, hardware, model, argv, findings, expectations, runtime, failures)., type: dict, returned: always}
-lines: {description: The readable report, one line per optimisation., type: list, returned: always}
-failures: {description: Messages of the expectations not met and of the runtime mismatches., type: list, returned: always}
+report: {description: "The whole report (sglang, hardware, model, argv, findings, expectations, assertions, runtime, failures); assertions has one entry per source assertion (name, status pass, fail or error, detail, location sglang/<file>:<line> of the first match, locations, matches, files_read, value, message, fix).", type: dict, returned: always}
+lines: {description: "The readable report, one line per optimisation.", type: list, returned: always}
+failures: {description: "Messages of the expectations not met, the source assertions that failed or could not be checked, and the runtime mismatches.", type: list, returned: always}
 ok: {description: True when nothing failed., type: bool, returned: always}
 installed: {description: False when the venv has no sglang yet (with missing_ok)., type: bool, returned: always}
 server: {description: False when the server could not be reached (with server_missing_ok)., type: bool, returned: when server_url is set}
@@ -71,6 +90,7 @@ def main():
             args=dict(type="dict", required=True),
             hardware=dict(type="dict", default={}),
             expect=dict(type="dict", default={}),
+            assertions=dict(type="list", elements="dict", default=[]),
             fail_on_expectations=dict(type="bool", default=True),
             missing_ok=dict(type="bool", default=False),
             server_url=dict(type="str", default=""),
@@ -93,7 +113,8 @@ def main():
     model_config, note = read_model_config(p["args"].get("model_path"))
     try:
         report = static_audit(src, p["args"], p["hardware"], p["expect"], source_path=path,
-                              model_config=model_config, model_note=note, host=p["host"])
+                              model_config=model_config, model_note=note, host=p["host"],
+                              assertions=p["assertions"])
     except AuditError as exc:
         module.fail_json(msg=str(exc))
     extra = {"installed": True}

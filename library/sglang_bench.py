@@ -75,7 +75,7 @@ options:
     type: bool
     default: true
   api_key:
-    description: Sent as C(Authorization: Bearer ...); never logged or returned.
+    description: "Sent as C(Authorization: Bearer ...); never logged or returned."
     type: str
   headers:
     description: Extra HTTP headers.

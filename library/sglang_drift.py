@@ -16,10 +16,10 @@ description:
   - Returns one item C({what, desired, actual, fix}) per difference; values of C(--api-key) and
     C(--admin-api-key) are masked. Never fails for drift (the role decides); supports check mode.
 options:
-  host: {description: Inventory name (used in lines and in the fix, C(run deploy.yml -l HOST)); required without O(fleet)., type: str}
+  host: {description: "Inventory name (used in lines and in the fix, C(run deploy.yml -l HOST)); required without O(fleet).", type: str}
   version: {description: The desired sglang_version; required without O(fleet)., type: str}
   venv: {description: The desired venv (C(<sglang_env_root>/sglang-<version>)); required without O(fleet)., type: path}
-  env_root: {description: Folder of the venvs, holding the C(current) link ("" to skip)., type: path, default: ""}
+  env_root: {description: "Folder of the venvs, holding the C(current) link (\"\" to skip).", type: path, default: ""}
   lock_file: {description: The ml_env lock the venv's marker must match ("" to skip)., type: path, default: ""}
   entrypoint: {description: What the launcher starts (sglang_service_entrypoint); required without O(fleet)., type: str}
   args: {description: The desired SGLang arguments as a mapping (sglang_args_common + sglang_args); required without O(fleet)., type: dict}
@@ -31,8 +31,8 @@ options:
   timeout: {description: Seconds for each HTTP request., type: int, default: 10}
   fleet:
     description:
-      - Summarise the fleet instead of reading a host - C({host: report}), a report being this
-        module's RV(report), or null for a host that was not checked. Run it on the controller.
+      - "Summarise the fleet instead of reading a host - C({host: report}), a report being this
+        module's RV(report), or null for a host that was not checked. Run it on the controller."
     type: dict
 """
 
@@ -57,11 +57,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-report: {description: The whole report (items, lines, desired, installed, service, unit, running)., type: dict, returned: without fleet}
-items: {description: One {what, desired, actual, fix} per difference., type: list, returned: without fleet}
-lines: {description: The summary line, then one readable line per item., type: list, returned: without fleet}
+report: {description: "The whole report (items, lines, desired, installed, service, unit, running).", type: dict, returned: without fleet}
+items: {description: "One {what, desired, actual, fix} per difference.", type: list, returned: without fleet}
+lines: {description: "The summary line, then one readable line per item.", type: list, returned: without fleet}
 in_sync: {description: True when nothing differs., type: bool, returned: without fleet}
-summary: {description: The fleet summary (in_sync hosts, drifted {host - differences}, unchecked, line)., type: dict, returned: with fleet}
+summary: {description: "The fleet summary (in_sync hosts, drifted {host - differences}, unchecked, line).", type: dict, returned: with fleet}
 """
 
 from ansible.module_utils.basic import AnsibleModule

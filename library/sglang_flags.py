@@ -30,9 +30,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 version: {description: The release's version., type: str, returned: always}
-era: {description: Flag layout (A, B or C)., type: str, returned: always}
-problems: {description: Every problem found (flag, kind, message, suggestion, severity)., type: list, returned: always}
-normalised: {description: The settings the argv makes, by dest, when it parses., type: dict, returned: success}
+era: {description: "Flag layout (A, B or C).", type: str, returned: always}
+problems: {description: "Every problem found (flag, kind, message, suggestion, severity).", type: list, returned: always}
+normalised: {description: "The settings the argv makes, by dest, when it parses.", type: dict, returned: success}
 """
 
 import dataclasses

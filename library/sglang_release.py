@@ -21,9 +21,9 @@ options:
   unit_file: {description: The service's unit file., type: path, default: /etc/systemd/system/sglang.service}
   env_file: {description: The service's EnvironmentFile., type: path, default: /etc/sglang/sglang.env}
   service: {description: systemd unit name (O(state=read) looks for a pending restart)., type: str, default: sglang}
-  files: {description: Files whose change needs a restart (unit, environment, launcher)., type: list, elements: path, default: []}
+  files: {description: "Files whose change needs a restart (unit, environment, launcher).", type: list, elements: path, default: []}
   status: {description: The recorded release's status., type: str, choices: [good, failed, unverified], default: good}
-  meta: {description: The record's fields (version, venv, args, fingerprint, model_path, controller, verify, failure)., type: dict, default: {}}
+  meta: {description: "The record's fields (version, venv, args, fingerprint, model_path, controller, verify, failure).", type: dict, default: {}}
   keep: {description: Records kept after O(state=record) (current and last good always)., type: int, default: 3}
   env_root: {description: Folder of the venvs to prune ("" to keep them all)., type: path, default: ""}
   release: {description: Id of the release O(state=restore) puts back., type: str, default: ""}
@@ -54,11 +54,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-releases: {description: Every record, oldest first., type: list, returned: state=read}
+releases: {description: "Every record, oldest first.", type: list, returned: state=read}
 current: {description: Id of the release the service runs (null before the first record)., type: str, returned: state=read}
-last_good: {description: Record of the last known good release, or null., type: dict, returned: state=read}
-previous_good: {description: Newest good record other than the current one, or null., type: dict, returned: state=read}
-live_id: {description: Id of the release the unit and environment on disk describe, with O(version) (null without)., type: str, returned: state=read}
+last_good: {description: "Record of the last known good release, or null.", type: dict, returned: state=read}
+previous_good: {description: "Newest good record other than the current one, or null.", type: dict, returned: state=read}
+live_id: {description: "Id of the release the unit and environment on disk describe, with O(version) (null without).", type: str, returned: state=read}
 restart_pending: {description: Why the running service must restart ("" when it need not)., type: str, returned: state=read}
 record: {description: The recorded or restored release., type: dict, returned: state=record or restore}
 removed: {description: Release ids and venvs pruned., type: list, returned: state=record}

@@ -19,19 +19,19 @@ description:
   - Never changes anything (changed=false); supports check mode. Does not fail on failed gates
     (the role writes the report first, then fails).
 options:
-  bench: {description: sglang_bench results (the result of each run), one per concurrency level; one at concurrency 1., type: list, elements: dict, required: true}
+  bench: {description: "sglang_bench results (the result of each run), one per concurrency level; one at concurrency 1.", type: list, elements: dict, required: true}
   version: {description: The SGLang version the host runs., type: str, required: true}
   args: {description: The host's SGLang arguments (sglang_args_common + sglang_args)., type: dict, required: true}
   gpu: {description: GPU facts (ansible_facts.sglang_gpu)., type: dict, default: {}}
-  weight_bytes: {description: Model weight bytes read per decode pass (0 = unknown, no roofline)., type: int, default: 0}
+  weight_bytes: {description: "Model weight bytes read per decode pass (0 = unknown, no roofline).", type: int, default: 0}
   min_decode_tok_s: {description: Floor for single-stream decode tok/s (0 = none)., type: float, default: 0}
   min_accept_length: {description: Minimum speculative accept length (0 = none)., type: float, default: 0}
   history_window: {description: Passing runs the history median is taken over., type: int, default: 5}
-  regression_tolerance_pct: {description: Allowed drop below the history median, in %., type: float, default: 5}
+  regression_tolerance_pct: {description: "Allowed drop below the history median, in %.", type: float, default: 5}
   history_file: {description: JSON-lines history of this host ("" or a missing file = no history)., type: path, default: ""}
   host: {description: Name used in messages., type: str, default: ""}
   stamp: {description: UTC time stamp of this run., type: str, default: ""}
-  last_good: {description: The host's last known good release record (sglang_release's RV(last_good)); {} = none., type: dict, default: {}}
+  last_good: {description: "The host's last known good release record (sglang_release's RV(last_good)); {} = none.", type: dict, default: {}}
   accept_regression: {description: Report a drop below the last known good without failing (a new baseline)., type: bool, default: false}
 """
 
@@ -53,10 +53,10 @@ EXAMPLES = r"""
 RETURN = r"""
 ok: {description: True when no gate failed., type: bool, returned: always}
 line: {description: One readable line for the host., type: str, returned: always}
-lines: {description: The line, then one message per gate., type: list, returned: always}
+lines: {description: "The line, then one message per gate.", type: list, returned: always}
 failures: {description: Messages of the failed gates., type: list, returned: always}
 record: {description: The history record of this run (one JSON line)., type: dict, returned: always}
-report: {description: The whole report (gates, levels, history baseline, roofline, thresholds)., type: dict, returned: always}
+report: {description: "The whole report (gates, levels, history baseline, roofline, thresholds).", type: dict, returned: always}
 """
 
 import os

@@ -7,7 +7,7 @@ short_description: Lock an SGLang release by hash for one host's Python and plat
 description:
   - Runs where it is delegated (the controller). Resolves a hash-locked lock for (SGLang version,
     profile, the host's CPython version, CPU architecture and glibc) with C(uv pip compile
-    --generate-hashes --only-binary :all:), once: the lock is kept under O(dest)/locks and reused
+    --generate-hashes --only-binary :all:), once; the lock is kept under O(dest)/locks and reused
     while its inputs are the same (delete it to re-resolve).
   - I(light) locks the C(sglang) wheel alone; I(full) locks sglang with its whole CUDA stack,
     constrained so that C(flashinfer-python), C(flashinfer-cubin) and C(flashinfer-jit-cache) move
@@ -49,10 +49,10 @@ wheel_sha256: {description: SHA-256 of that wheel (one of the lock's)., type: st
 wheels: {description: Every wheel the host installs from the lock (sglang alone for light)., type: list, returned: always}
 lock: {description: The hash-locked requirements the host installs with --require-hashes., type: str, returned: always}
 lock_file: {description: Where that lock is kept on the controller., type: str, returned: always}
-uv_wheel: {description: Path of the uv wheel for the host, or empty., type: str, returned: always}
-uv_lock: {description: The hash-locked uv requirement (PyPI's sha256 of that wheel), or empty., type: str, returned: always}
+uv_wheel: {description: "Path of the uv wheel for the host, or empty.", type: str, returned: always}
+uv_lock: {description: "The hash-locked uv requirement (PyPI's sha256 of that wheel), or empty.", type: str, returned: always}
 source_dir: {description: Extracted C(sglang) package folder of this release., type: str, returned: always}
-pins: {description: The sglang wheel's exact pins on this host (name -> version) plus extra_pins, sorted., type: dict, returned: always}
+pins: {description: "The sglang wheel's exact pins on this host (name -> version) plus extra_pins, sorted.", type: dict, returned: always}
 downloaded: {description: Wheels downloaded by this run., type: list, returned: always}
 """
 

@@ -28,6 +28,10 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.sglang_args import SECRET_FIELDS, ArgsError, redact_server_info, to_argv
+from ansible.module_utils.sglang_assertions import evaluate as evaluate_assertions
+from ansible.module_utils.sglang_assertions import failure_message as assertion_failure
+from ansible.module_utils.sglang_assertions import result_lines as assertion_lines
+from ansible.module_utils.sglang_assertions import validate as validate_assertions
 from ansible.module_utils.sglang_source import (
     Finding,
     Runtime,
@@ -319,13 +323,20 @@ def _check_optimisation(key: str, expected, f) -> Check:
 # --------------------------------------------------------------------------------------
 
 def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *, source_path: str = "",
-                 model_config: dict | None = None, model_note: str = "", host: str = "") -> dict:
+                 model_config: dict | None = None, model_note: str = "", host: str = "",
+                 assertions: list | None = None) -> dict:
     """The static report (a JSON-able dict) for one host; ``report["failures"]`` lists what fails.
 
     ``args`` is the inventory mapping (sglang_args_common + sglang_args); it goes through the same
     mapping as the unit (sglang_argv), the release's parser and ``normalise_argv``.
+    ``assertions`` (sglang_source_assertions) are evaluated over the installed package folder
+    (``source_path``); each one that fails or cannot be checked fails the report like an unmet
+    expectation. Invalid assertion data raises AuditError (preflight refuses it earlier).
     """
     where = f"{host}: " if host else ""
+    problems = validate_assertions(assertions)
+    if problems:
+        raise AuditError(f"{where}" + "; ".join(problems))
     try:
         argv = to_argv(args)
     except ArgsError as exc:
@@ -354,7 +365,10 @@ def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *,
         "expectations": [dataclasses.asdict(c) for c in checks],
         "failures": [c.message(host) for c in checks if c.ok is False],
     }
-    report["lines"] = _static_lines(report, src, findings, checks, host)
+    results = evaluate_assertions(assertions or [], str(source_path or src.path))
+    report["assertions"] = results
+    report["failures"] += [assertion_failure(r, src.version, host) for r in results if r["status"] != "pass"]
+    report["lines"] = _static_lines(report, src, findings, checks, host) + assertion_lines(results, src.version, host)
     report["ok"] = not report["failures"]
     return report
 

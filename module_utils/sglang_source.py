@@ -19,8 +19,9 @@ Three layouts of the flag definitions ("eras"):
 
 Exactness: option strings (same order), dests, actions, nargs and `required` reproduce SGLang's
 argparse setup; tests/source/test_real_parser.py builds the REAL parser from the wheels of
-0.4.10.post2, 0.5.11, 0.5.13.post1, 0.5.18, 0.5.20 and 0.5.23 (sglang's own server_args.py /
-arg_groups run under ``python -S``, every other import stubbed) and asserts equality. Choices
+0.4.10.post2, 0.5.3, 0.5.11, 0.5.13.post1, 0.5.15.post1, 0.5.18, 0.5.20 and 0.5.23 (sglang's own
+server_args.py / arg_groups run under ``python -S``, every other import stubbed) and asserts
+equality, and checks that every replacement validate_argv suggests parses with it. Choices
 and defaults are read statically (module constants, enums, class attributes, registry dict keys);
 those computed at run time (environment, plugin hooks, ServerArgs properties) become
 ``Runtime(expr)`` and the parser then accepts any value. Custom ``type=`` functions other than
@@ -76,6 +77,7 @@ class Flag:
     help: str | None = None
     deprecated_alias_of: str | None = None   # the flag/dest this one now maps to
     removed_message: str | None = None       # DeprecatedAction(error_message=...): parser.error
+    removed_exception: str | None = None     # DeprecatedAction raises this (<= 0.5.7: ValueError(help))
     file: str = ""                     # relative to the site-packages folder: sglang/srt/...
     line: int = 0
     field: str = ""                    # ServerArgs field the value ends in (from_cli_args renames)
@@ -98,7 +100,7 @@ class Problem:
     """Something in an argv that the installed release would reject or misread."""
 
     flag: str
-    kind: str          # unknown | removed | renamed | ambiguous | bad_choice | bad_type | missing_value
+    kind: str          # unknown | removed | renamed | ambiguous | bad_choice | bad_type | missing_value | help
     message: str
     suggestion: list[str] = dataclasses.field(default_factory=list)
     # "error": the release's parser rejects the argv; "warning": accepted (deprecated alias)
@@ -573,10 +575,34 @@ class _Extractor:
                 f.removed_message = self._safe(kw["error_message"], local, mod)
             if "const_value" in kw:
                 f.const = self._safe(kw["const_value"], local, mod)
+            if f.action == "DeprecatedAction":
+                if f.deprecated_alias_of is None and isinstance(f.help, str):
+                    f.deprecated_alias_of = _help_replacement(f.help)
+                raises = self._deprecated_action_raises
+                if raises and f.removed_message is None:  # <= 0.5.7: the server dies at start
+                    f.removed_message, f.removed_exception = f.help, raises
         elif f.help and ("deprecated" in f.help.lower()[:40]) and f.deprecated_alias_of is None:
-            m = re.search(r"use (--[a-z0-9-]+(?:[= ][\w{},.-]+)?)", f.help, re.IGNORECASE)
-            if m:
-                f.deprecated_alias_of = m.group(1)
+            f.deprecated_alias_of = _help_replacement(f.help)
+
+    @functools.cached_property
+    def _deprecated_action_raises(self) -> str | None:
+        """The exception this release's ``DeprecatedAction`` raises with the flag's help, if it does.
+
+        Up to 0.5.7 its ``__call__`` is ``raise ValueError(self.help)``: giving such a flag kills the
+        server at start. Later releases print a warning (or ``parser.error(error_message)``).
+        """
+        try:
+            _mod, cls = self.tree.lookup(self.sa, "DeprecatedAction")
+        except _Unresolved:
+            return None
+        call = self._method(cls, "__call__") if isinstance(cls, ast.ClassDef) else None
+        for st in call.body if call else []:
+            if isinstance(st, ast.Raise) and isinstance(st.exc, ast.Call) and st.exc.args:
+                arg = st.exc.args[0]
+                if isinstance(arg, ast.Attribute) and arg.attr == "help" \
+                        and isinstance(arg.value, ast.Name) and arg.value.id == "self":
+                    return _last_name(st.exc.func)
+        return None
 
     def _safe(self, node, local, mod):
         try:
@@ -749,6 +775,25 @@ class _Extractor:
         if (req is True or (req is None and missing)) and any(n.startswith("-") for n in names):
             f.required = True
         return f
+
+
+def _help_replacement(text: str) -> str | None:
+    """The replacement a deprecated flag's help names, as argv text (``<name>``: --name's value).
+
+    "Please set `--moe-runner-backend` to 'triton_kernel' instead." -> "--moe-runner-backend triton_kernel";
+    "set `--ep-size` to the same value as `--tp-size`" -> "--ep-size <tp-size>";
+    "Please use --swa-full-tokens-ratio instead." -> "--swa-full-tokens-ratio".
+    """
+    m = re.search(r"set `?(--[\w-]+)`? to the same value as `?--([\w-]+)`?", text)
+    if m:
+        return f"{m.group(1)} <{m.group(2)}>"
+    m = re.search(r"set `?(--[\w-]+)`? to ['\"`]([^'\"`]+)['\"`]", text)
+    if m:
+        return f"{m.group(1)} {m.group(2)}"
+    m = re.search(r"use ['\"`]?(--[\w{},-]+(?:[= ][^\s'\"`()]+)?)", text, re.IGNORECASE)
+    if m:
+        return re.sub(r" instead\W*$", "", m.group(1)).rstrip(".,;:")
+    return None
 
 
 def _callee(call: ast.Call) -> str | None:
@@ -1011,14 +1056,17 @@ class _StoreConst(argparse.Action):
 
 
 class _Removed(argparse.Action):
-    """DeprecatedAction: no value; errors with the release's message or does nothing."""
+    """DeprecatedAction: no value; raises (<= 0.5.7), errors with the release's message, or does nothing."""
 
-    def __init__(self, option_strings, dest, error_message=None, **kwargs):
+    def __init__(self, option_strings, dest, error_message=None, exception=None, **kwargs):
         kwargs.pop("nargs", None)
         self.error_message = error_message
+        self.exception = exception
         super().__init__(option_strings, dest, nargs=0, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        if self.exception is not None:  # SGLang: raise ValueError(self.help), uncaught
+            raise ValueError(self.error_message)
         if self.error_message is not None:
             parser.error(self.error_message)
 
@@ -1051,7 +1099,8 @@ def build_parser(src: SglangSource, prog: str = "sglang serve") -> argparse.Argu
             parser.add_argument(*opts, action=act, default=default, **kw)
             continue
         if act == "DeprecatedAction":
-            parser.add_argument(*opts, action=_Removed, error_message=f.removed_message, **kw)
+            parser.add_argument(*opts, action=_Removed, error_message=f.removed_message,
+                                exception=f.removed_exception, **kw)
             continue
         if act in ("DeprecatedStoreTrueAction", "DeprecatedStoreConstAction"):
             const = True if act == "DeprecatedStoreTrueAction" else f.const
@@ -1173,12 +1222,23 @@ def _looks_like_option(tok: str) -> bool:
     return tok.startswith("-") and tok != "-" and not re.fullmatch(r"-\d+(\.\d*)?([eE][-+]?\d+)?", tok)
 
 
+_HELP = ("-h", "--help")
+
+
 def _resolve_option(src: SglangSource, name: str):
-    """(Flag, matched option) | ("ambiguous", [candidates]) | None, with argparse's abbreviation rules."""
+    """(Flag, matched option) | ("ambiguous", [candidates]) | ("help", "--help") | None.
+
+    argparse's abbreviation rules, with its own -h/--help among the candidates (so ``--he`` is
+    --help, and ``--h`` is ambiguous between --help, --host, ...).
+    """
     if name in src.by_option:
         return src.by_option[name], name
+    if name in _HELP:
+        return "help", name
     if name.startswith("--"):
-        cands = [o for o in src.by_option if o.startswith(name)]
+        cands = [o for o in src.option_strings() if o.startswith(name)]
+        if cands == ["--help"]:
+            return "help", "--help"
         if len(cands) == 1:
             return src.by_option[cands[0]], cands[0]
         if len(cands) > 1:
@@ -1186,21 +1246,69 @@ def _resolve_option(src: SglangSource, name: str):
     return None
 
 
-def _replacement(src: SglangSource, old: str) -> tuple[str | None, str]:
-    """The replacement for ``old`` that THIS release accepts, and the history note."""
+def _given_value(src: SglangSource, argv, option: str):
+    """The value ``argv`` gives ``option`` (last one wins; abbreviations resolved), else None."""
+    flag = src.by_option.get(option)
+    out = None
+    for i, tok in enumerate(argv):
+        name, eq, inline = tok.partition("=")
+        hit = _resolve_option(src, name) if flag is not None and _looks_like_option(tok) else None
+        if hit and hit[0] is flag:
+            if eq:
+                out = inline
+            elif i + 1 < len(argv) and not _looks_like_option(argv[i + 1]):
+                out = argv[i + 1]
+    return out
+
+
+def _concrete_suggestion(src: SglangSource, text, argv=(), values=()) -> str | None:
+    """SGLang's replacement text as argv that THIS release's parser accepts, else None.
+
+    SGLang writes ``new_flag`` and help texts for people: ``--cuda-graph-backend-{decode,prefill}=disabled``
+    (one option per brace item), ``--attn-dp-size <dp-size>`` (the value --dp-size has). Braces expand;
+    ``<name>`` takes the value --name has in ``argv``, else its static default in this release; an
+    option left without a value gets the old flag's ``values``. What still does not parse is dropped:
+    a suggestion must work as written.
+    """
+    if not isinstance(text, str) or not text.startswith("-"):
+        return None
+    m = re.search(r"\{([^{}]*,[^{}]*)\}", text)
+    if m:
+        alts = [text[:m.start()] + alt.strip() + text[m.end():] for alt in m.group(1).split(",")]
+        return _concrete_suggestion(src, " ".join(alts), argv, values)
+
+    def fill(placeholder):
+        option = "--" + placeholder.group(1)
+        given = _given_value(src, argv, option)
+        flag = src.by_option.get(option)
+        if given is None and flag is not None and flag.default is not None \
+                and not isinstance(flag.default, Runtime) and flag.default != "==SUPPRESS==":
+            given = str(flag.default)
+        return given if given is not None else placeholder.group(0)
+
+    tokens = re.sub(r"<([\w-]+)>", fill, text).split()
+    if values and "=" not in tokens[-1] and len(tokens) == 1:
+        hit = _resolve_option(src, tokens[-1])
+        if hit and hit[0] not in ("ambiguous", "help") and hit[0].takes_value:
+            tokens += list(values)
+    if any(t.partition("=")[0] in _HELP for t in tokens):
+        return None
+    try:
+        _parser(src, lenient=True).parse_args(tokens)
+    except (_ParseError, ValueError):
+        return None
+    return " ".join(tokens)
+
+
+def _replacement(src: SglangSource, old: str, values=()) -> tuple[str | None, str]:
+    """The replacement for ``old`` that THIS release accepts (with the old flag's values), and the note."""
     note, cands = FLAG_HISTORY.get(old, ("", []))
-    parser = _parser(src)
     for opt, value in cands:
         if not src.has(opt):
             continue
-        if value is None:
-            return opt, note
-        action = next(a for a in parser._actions if opt in a.option_strings)
-        try:
-            parser._get_values(action, [value])
-        except (argparse.ArgumentError, _ParseError):
-            continue
-        return f"{opt} {value}", note
+        repl = _concrete_suggestion(src, opt if value is None else f"{opt} {value}", values=values)
+        if repl:
+            return repl, note
     return None, note
 
 
@@ -1213,7 +1321,9 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
 
     Deprecated aliases that still work are reported as kind "renamed" with their replacement;
     everything else (unknown, removed, ambiguous, bad_choice, bad_type, missing_value) makes
-    ``sglang serve`` exit with an argparse error.
+    ``sglang serve`` exit with an argparse error, or (removed, <= 0.5.7) die at start with the
+    ValueError its DeprecatedAction raises; "help" (-h, --help or a prefix of it) prints the usage
+    and exits without starting the server. A suggested replacement is argv this release accepts.
     """
     v = src.version
     out: list[Problem] = []
@@ -1232,11 +1342,18 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
         name, eq, inline = tok.partition("=")
         hit = _resolve_option(src, name)
         if hit is None:
-            out.append(_unknown_problem(src, name))
-            # skip its value(s), if any: tokens up to the next option
+            # its value(s), if any: tokens up to the next option (argparse leaves them all unrecognized)
+            values = [inline] if eq else []
             while i < len(argv) and not _looks_like_option(argv[i]) and not eq:
+                values.append(argv[i])
                 i += 1
-                break
+            out.append(_unknown_problem(src, name, values))
+            continue
+        if hit[0] == "help":
+            how = "" if name == hit[1] else f" (argparse expands it to {hit[1]})"
+            out.append(Problem(name, "help", f"{name} is not a server flag{how}: it is argparse's help "
+                               f"option, so sglang {v} would print its usage and exit without starting "
+                               "the server. Remove it.", []))
             continue
         if hit[0] == "ambiguous":
             cands = hit[1]
@@ -1276,17 +1393,27 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
                                    [str(c) for c in flag.choices] if isinstance(flag.choices, list) else []))
                 continue
         if flag.removed_message:
-            repl, _ = _replacement(src, name if name in FLAG_HISTORY else opt)
-            out.append(Problem(name, "removed", f"{opt} is removed in sglang {v}: it fails with "
-                               f"'{flag.removed_message}'" + (f" Use {repl} instead." if repl else ""),
+            repl, _ = _replacement(src, name if name in FLAG_HISTORY else opt, values)
+            repl = repl or _concrete_suggestion(src, flag.deprecated_alias_of, argv, values)
+            fails = (f"the server dies at start with '{flag.removed_exception}: {flag.removed_message}' "
+                     "(its DeprecatedAction raises it while parsing the arguments)."
+                     if flag.removed_exception else f"it fails with '{flag.removed_message}'")
+            out.append(Problem(name, "removed", f"{opt} is removed in sglang {v}: {fails}"
+                               + (f" Use {repl} instead." if repl else " Remove it."),
                                [repl] if repl else []))
             continue
         if flag.deprecated_alias_of or flag.action in _DEPRECATED_ACTIONS:
-            new = flag.deprecated_alias_of
-            out.append(Problem(name, "renamed", f"{opt} is a deprecated alias in sglang {v} (still "
-                               f"accepted, with a warning)" + (f"; use {new} instead." if new else
-                                                               "; it has no effect, remove it."),
-                               [new] if new else [], severity="warning"))
+            raw = flag.deprecated_alias_of
+            new = _concrete_suggestion(src, raw, argv, values)
+            if flag.action == "DeprecatedAction":  # warns and ignores the flag
+                msg = (f"{opt} is deprecated in sglang {v}: still accepted, with a warning, but it has no "
+                       "effect; remove it" + (f" (use {new} instead)." if new else
+                                              f" (SGLang's help points to {raw})." if raw else "."))
+            else:
+                msg = (f"{opt} is a deprecated alias in sglang {v} (still accepted, with a warning)"
+                       + (f"; use {new} instead." if new else f"; SGLang names '{raw}' as its replacement."
+                          if raw and raw != flag.dest else "; it has no effect, remove it."))
+            out.append(Problem(name, "renamed", msg, [new] if new else [], severity="warning"))
         if values and nargs != 0:
             try:
                 parser._get_values(action, list(values))
@@ -1309,7 +1436,7 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
     for tok in argv:
         if _looks_like_option(tok):
             hit = _resolve_option(src, tok.partition("=")[0])
-            if hit and hit[0] != "ambiguous":
+            if hit and hit[0] not in ("ambiguous", "help"):
                 given.add(hit[0].dest)
     for a in parser._actions:
         if a.required and a.dest not in given:
@@ -1323,14 +1450,15 @@ def _astr(action) -> str:
     return "/".join(action.option_strings)
 
 
-def _unknown_problem(src: SglangSource, name: str) -> Problem:
+def _unknown_problem(src: SglangSource, name: str, values=()) -> Problem:
     v = src.version
     if name in FLAG_HISTORY:
-        repl, note = _replacement(src, name)
+        repl, note = _replacement(src, name, values)
+        named = next((o for o, _ in FLAG_HISTORY[name][1] if src.has(o)), None)
         kind = "removed"
         msg = (f"{name} is not a flag of sglang {v} ({note}): it fails with 'unrecognized arguments: "
-               f"{name}'. " + (f"In {v} use {repl}." if repl else "Remove it; it has no replacement in "
-                                                                  f"{v}."))
+               f"{name}'. " + (f"In {v} use {repl}." if repl else f"In {v} use {named} with a value." if named
+                               else f"Remove it; it has no replacement in {v}."))
         return Problem(name, kind, msg, [repl] if repl else [])
     longs = [o for o in src.by_option if o.startswith("--")]
     close = difflib.get_close_matches(name, longs, n=3, cutoff=0.75)
@@ -1352,7 +1480,7 @@ def normalise_argv(src: SglangSource, argv: list[str]) -> dict:
     ns = argparse.Namespace(**{a.dest: _SENTINEL for a in parser._actions if a.dest != "help"})
     try:
         parser.parse_args(list(argv), namespace=ns)
-    except _ParseError as e:
+    except (_ParseError, ValueError) as e:  # ValueError: a flag whose DeprecatedAction raises
         raise ValueError(f"sglang {src.version}: {e}") from None
     field = {f.dest: f.field or f.dest for f in src.flags}
     return {field.get(k, k): v for k, v in vars(ns).items() if v is not _SENTINEL}
@@ -1474,7 +1602,74 @@ def _extract_rules(src: SglangSource, tree: _Tree) -> dict[str, Rule]:
                     last = rets[-1]
                     add("speculative_auto_params", mod, last, function=node.name,
                         default=tuple(e.value for e in last.value.elts))
+    if "flashinfer_allreduce_fusion_auto_enable" not in rules:
+        _sm100_fusion_rules(tree, rules)
+    _default_prefill_backend(tree, rules)
     return rules
+
+
+def _gated_assigns(body, attr: str, tests=()):
+    """``(assign, [tests of the enclosing ifs])`` for each ``self.<attr> = True`` in ``body``."""
+    for st in body:
+        if isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and st.value.value is True \
+                and any(isinstance(t, ast.Attribute) and t.attr == attr for t in st.targets):
+            yield st, list(tests)
+        elif isinstance(st, ast.If):
+            yield from _gated_assigns(st.body, attr, tests + (st.test,))
+            yield from _gated_assigns(st.orelse, attr, tests)
+        elif isinstance(st, (ast.FunctionDef, ast.With, ast.For, ast.Try)):
+            yield from _gated_assigns(st.body, attr, () if isinstance(st, ast.FunctionDef) else tests)
+
+
+def _sm100_fusion_rules(tree: _Tree, rules: dict) -> None:
+    """Before the generic rule (0.5.9): per-model rules that enable the fusion on SM100 only (0.5.3, 0.5.6).
+
+    ``if model_arch in ["GptOssForCausalLM"]: ... if is_sm100_supported(): if not
+    self.enable_dp_attention: self.enable_flashinfer_allreduce_fusion = True`` (one per model, in
+    _handle_model_specific_adjustments); one Rule whose ``sites`` give each architecture its line.
+    """
+    sa = tree.module(_SA)
+    sites, single_node, no_dp = {}, False, False
+    for cls in sa.classes.values():
+        for _assign, tests in _gated_assigns(cls.body, "enable_flashinfer_allreduce_fusion"):
+            texts = [sa.seg(t) for t in tests]
+            gate = next((t for t, x in zip(tests, texts) if "sm100" in x or "blackwell" in x), None)
+            if gate is None or any("sm90" in x for x in texts):
+                continue
+            for t in tests:
+                for a in _str_list(tree, sa, t) or []:
+                    sites.setdefault(a, gate.lineno)
+            single_node |= any("nnodes == 1" in x for x in texts)
+            no_dp |= any("enable_dp_attention" in x for x in texts)
+    if sites:
+        line = min(sites.values())
+        rules["flashinfer_allreduce_fusion_auto_enable"] = Rule(
+            "flashinfer_allreduce_fusion_auto_enable", sa.rel, line, sa.lines[line - 1].strip(),
+            {"archs": sorted(sites), "sites": sites, "sm100_only": True, "needs_tp_gt_1": False,
+             "needs_no_dp_attention": no_dp, "single_node": single_node})
+
+
+def _default_prefill_backend(tree: _Tree, rules: dict) -> None:
+    """The prefill CUDA graph backend a CUDA host gets by default (0.5.15+: ``default_prefill_backend()``
+    in model_executor/cuda_graph_config.py, ``Backend.BREAKABLE if is_cuda() else ...``)."""
+    mod = tree.module("sglang/srt/model_executor/cuda_graph_config.py")
+    fn = mod.functions.get("default_prefill_backend") if mod is not None else None
+    for ret in ast.walk(fn) if fn is not None else []:
+        if not isinstance(ret, ast.Return) or ret.value is None:
+            continue
+        value = ret.value
+        if isinstance(value, ast.IfExp):
+            if not (isinstance(value.test, ast.Call) and _callee(value.test) == "is_cuda"):
+                continue
+            value = value.body
+        try:
+            backend = _py(tree.eval(value, mod))
+        except _Unresolved:
+            continue
+        if isinstance(backend, str):
+            rules["default_prefill_backend"] = Rule("default_prefill_backend", mod.rel, ret.lineno,
+                                                    mod.lines[ret.lineno - 1].strip(), {"backend": backend})
+            return
 
 
 # --------------------------------------------------------------------------------------
@@ -1642,8 +1837,11 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
     # eras B / C: per-phase backend
     opt = "--cuda-graph-backend-prefill"
     explicit = _arg(src, args, "cuda_graph_backend_prefill") if "cuda_graph_backend_prefill" in args else None
-    default_backend = "breakable" if R.get("multimodal_breakable_cuda_graph_supported_model_archs") \
-        else "tc_piecewise"
+    if R.get("default_prefill_backend"):   # read from the release (0.5.15+)
+        default_backend = R["default_prefill_backend"].data["backend"]
+    else:
+        default_backend = "breakable" if R.get("multimodal_breakable_cuda_graph_supported_model_archs") \
+            else "tc_piecewise"
     if explicit is not None:
         st = "off by default" if explicit == "disabled" else "on"
         return Finding(name, st, explicit, f"{opt} {explicit} given: an explicit prefill backend skips "
@@ -1665,8 +1863,9 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
         return Finding(name, "auto-disabled", "disabled",
                        f"{arch} is multimodal; sglang {v} disables the prefill CUDA graph "
                        "('multimodal model' rule)", file, line, opt, hint)
+    df, dl = rf("default_prefill_backend")
     return Finding(name, "on", default_backend, f"default prefill backend {default_backend} in sglang {v}; "
-                   "no auto-disable rule matched the checked conditions", override=opt)
+                   "no auto-disable rule matched the checked conditions", df, dl, override=opt)
 
 
 def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Finding:
@@ -1675,21 +1874,31 @@ def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Find
     rule = src.rules.get("flashinfer_allreduce_fusion_auto_enable")
     override = _opt(src, "--flashinfer-allreduce-fusion-backend", "--enable-flashinfer-allreduce-fusion")
     file, line = rf("flashinfer_allreduce_fusion_auto_enable")
+    if sm is not None and sm // 10 not in (9, 10):
+        if rule is None:
+            why = f"sglang {v} has no auto-enable rule, and FlashInfer's all-reduce fusion kernels need SM90+"
+        elif rule.data.get("sm100_only"):
+            why = (f"sglang {v} auto-enables FlashInfer all-reduce fusion only on SM100 (Blackwell), for "
+                   f"{', '.join(rule.data['archs'])}, and its kernels need SM90+")
+        else:
+            why = (f"sglang {v} auto-enables FlashInfer all-reduce fusion only on SM90 (Hopper) or SM100 "
+                   "(Blackwell), and its kernels need SM90+")
+        return Finding(name, "unavailable on this hardware", False, f"{gpu} is SM{sm}; {why}",
+                       file, line, override, None)
     if rule is None:
         explicit = bool(_arg(src, args, "enable_flashinfer_allreduce_fusion", False))
         return Finding(name, "on" if explicit else "off by default", explicit,
                        f"sglang {v} has no auto-enable rule" if not explicit else "enabled explicitly",
                        override=override, how_to_enable=None if explicit else
                        (f"add {override} (needs SM90/SM100)" if override else None))
-    if sm is not None and sm not in (90, 100, 103) and sm // 10 not in (9, 10):
-        return Finding(name, "unavailable on this hardware", False,
-                       f"{gpu} is SM{sm}; sglang {v} auto-enables FlashInfer all-reduce fusion only on "
-                       "SM90 (Hopper) or SM100 (Blackwell), and its kernels need SM90+",
-                       file, line, override, None)
     d = rule.data
     reasons = []
     if d.get("archs") and arch not in d["archs"]:
         reasons.append(f"{arch or 'the model'} is not in the {len(d['archs'])}-architecture list")
+    if d.get("sm100_only"):
+        line = d["sites"].get(arch, line)
+        if sm is not None and sm // 10 != 10:
+            reasons.append(f"SM{sm}: sglang {v} auto-enables it only on SM100 (Blackwell)")
     if tp <= 1 and d.get("needs_tp_gt_1"):
         reasons.append("tp_size is 1")
     if dp_attn:

@@ -11,26 +11,21 @@ blocked on it, 2 when there is nothing to report.
 """
 
 import argparse
-import json
 import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from module_utils import fleet_reports  # noqa: E402
+
 NOT_ON = ("auto-disabled", "unavailable on this hardware")
 
 
-def _load(path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def host_row(folder):
-    audit, verify = _load(folder / "audit-latest.json"), _load(folder / "verify-latest.json")
-    drift, release = _load(folder / "drift-latest.json"), _load(folder / "release-latest.json")
-    compat = _load(folder / "compat-latest.json")
-    row = {"host": folder.name, "ok": True}
+    reports = fleet_reports.latest(folder)
+    audit, verify, drift = reports["audit"], reports["verify"], reports["drift"]
+    release, compat = reports["release"], reports["compat"]
+    row = {"host": pathlib.Path(folder).name, "ok": True}
     if compat:  # "ok", else the counts ("5 ok, 2 unknown"), for the release it checked
         status = compat.get("status", "?")
         row["compat"] = (status if status == "ok" else compat.get("summary", status)) + f" ({compat.get('version', '?')})"
@@ -66,7 +61,7 @@ def main():
     parser.add_argument("--reports", type=pathlib.Path, default=REPO / "reports")
     parser.add_argument("hosts", nargs="*")
     args = parser.parse_args()
-    folders = [args.reports / h for h in args.hosts] or sorted(p for p in args.reports.glob("*") if p.is_dir())
+    folders = fleet_reports.host_folders(args.reports, args.hosts)
     rows = [r for r in (host_row(f) for f in folders) if r]
     if not rows:
         print(f"no reports under {args.reports}: run deploy.yml, audit.yml, verify.yml or drift.yml first", file=sys.stderr)

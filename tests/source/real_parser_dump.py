@@ -2,13 +2,17 @@
 
 Run in a throwaway interpreter (never in the test process):
     python -S -s real_parser_dump.py SGLANG_PARENT [MSGSPEC_PARENT]  ->  JSON actions on stdout
+    python -S -s real_parser_dump.py --parse SGLANG_PARENT [MSGSPEC_PARENT] < argvs.json
+        ->  for each argv (a JSON list of lists): {"ok": true} or {"ok": false, "error": ...}
 Heavy dependencies (torch, triton, transformers, ...) are replaced by stub modules through a
 meta-path finder, so only the argparse part of ``sglang.srt.server_args`` really runs.
 """
 import argparse
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import io
 import json
 import sys
 import types
@@ -154,9 +158,29 @@ class _StubFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
 
 
+def _parse_each(parser, argvs):
+    """Parse each argv with the real parser: argparse errors exit, SGLang's own actions may raise."""
+    out = []
+    for argv in argvs:
+        err = io.StringIO()
+        try:
+            # deprecation warnings go to stdout in some releases: keep stdout for the JSON
+            with contextlib.redirect_stdout(sys.stderr), contextlib.redirect_stderr(err):
+                parser.parse_args(argv)
+            out.append({"ok": True})
+        except SystemExit:
+            out.append({"ok": False, "error": err.getvalue().strip().splitlines()[-1:]})
+        except Exception as exc:  # noqa: BLE001 - e.g. ValueError from DeprecatedAction (<= 0.5.7)
+            out.append({"ok": False, "error": [f"{type(exc).__name__}: {exc}"]})
+    return out
+
+
 def main():
-    sys.path[:0] = sys.argv[1:]
-    sys.meta_path.insert(0, _StubFinder(sys.argv[1]))
+    args = sys.argv[1:]
+    parse = args[:1] == ["--parse"]
+    args = args[1:] if parse else args
+    sys.path[:0] = args
+    sys.meta_path.insert(0, _StubFinder(args[0]))
     # import_module, not `from sglang.srt import server_args`: the stub package would answer the
     # attribute lookup itself and the real module would never load.
     server_args = importlib.import_module("sglang.srt.server_args")
@@ -165,6 +189,9 @@ def main():
 
     parser = argparse.ArgumentParser(prog="sglang serve")
     server_args.ServerArgs.add_cli_args(parser)
+    if parse:
+        json.dump(_parse_each(parser, json.load(sys.stdin)), sys.stdout)
+        return
     out = []
     for a in parser._actions:
         choices = None

@@ -210,3 +210,116 @@ def test_speculative_defaults_when_unset(src):
 
 def _finding(findings, name):
     return next(f for f in findings if f.name == name)
+
+
+# ---- issue #11: releases outside ERAS where a defect showed (downloaded on first use, not in VERSIONS)
+B200x2 = {"gpu_model": "NVIDIA B200", "gpu_count": 2, "compute_capability": "10.0", "source": "declared"}
+GPT_OSS = {"architectures": ["GptOssForCausalLM"]}
+
+
+def test_deprecated_action_raises_on_0_5_3(src):
+    """<= 0.5.7 DeprecatedAction is `raise ValueError(self.help)`: the server dies at start."""
+    s = src("0.5.3")
+    f = s.by_option["--enable-ep-moe"]
+    assert (f.action, f.removed_exception) == ("DeprecatedAction", "ValueError")
+    [p] = validate_argv(s, ["--model-path", "m", "--tp-size", "4", "--enable-ep-moe"])
+    assert (p.kind, p.severity, p.suggestion) == ("removed", "error", ["--ep-size 4"])
+    assert p.message == (
+        "--enable-ep-moe is removed in sglang 0.5.3: the server dies at start with 'ValueError: NOTE: "
+        "--enable-ep-moe is deprecated. Please set `--ep-size` to the same value as `--tp-size` instead.' "
+        "(its DeprecatedAction raises it while parsing the arguments). Use --ep-size 4 instead.")
+    [p] = validate_argv(s, ["--model-path", "m", "--enable-triton-kernel-moe"])
+    assert (p.kind, p.severity, p.suggestion) == ("removed", "error", ["--moe-runner-backend triton_kernel"])
+    with pytest.raises(ValueError, match="^NOTE: --enable-ep-moe is deprecated"):
+        build_parser(s).parse_args(["--model-path", "m", "--enable-ep-moe"])
+
+
+def test_deprecated_action_only_warns_on_0_5_9(src):
+    s = src("0.5.9")
+    assert s.by_option["--hybrid-kvcache-ratio"].removed_exception is None
+    [p] = validate_argv(s, ["--model-path", "m", "--hybrid-kvcache-ratio"])
+    assert (p.kind, p.severity, p.suggestion) == ("renamed", "warning", [])
+    assert p.message == ("--hybrid-kvcache-ratio is deprecated in sglang 0.5.9: still accepted, with a warning, "
+                         "but it has no effect; remove it (SGLang's help points to --swa-full-tokens-ratio).")
+
+
+def test_prefill_graph_rule_on_0_5_15_post1_is_the_breakable_one(src):
+    """0.5.15.post1 has no breakable allow-list, but its CUDA default prefill backend is breakable."""
+    s = src("0.5.15.post1")
+    d = s.rules["default_prefill_backend"]
+    assert (d.file, d.line, d.data) == ("sglang/srt/model_executor/cuda_graph_config.py", 101,
+                                        {"backend": "breakable"})
+    assert "multimodal_breakable_cuda_graph_supported_model_archs" not in s.rules
+    f = _finding(predict(s, normalise_argv(s, CT129_ARGV), A6000x2, QWEN36), "prefill/piecewise CUDA graph")
+    assert (f.status, f.value, f.rule_file, f.rule_line, f.how_to_enable) == (
+        "auto-disabled", "disabled", "sglang/srt/server_args.py", 3374, "add --cuda-graph-backend-prefill breakable")
+    assert s.rules["multimodal_disables_prefill_graph_breakable"].data["function"] == \
+        "_disable_breakable_cudagraph_if_incompatible"
+    f = _finding(predict(s, {}, A6000x2, {"architectures": ["Qwen3ForCausalLM"]}), "prefill/piecewise CUDA graph")
+    assert (f.status, f.value, f.rule_line) == ("on", "breakable", 101)
+
+
+@pytest.mark.parametrize(("version", "why"), [
+    ("0.4.10.post2", "sglang 0.4.10.post2 has no auto-enable rule, and FlashInfer's all-reduce fusion kernels "
+                     "need SM90+"),
+    ("0.5.3", "sglang 0.5.3 auto-enables FlashInfer all-reduce fusion only on SM100 (Blackwell), for "
+              "GptOssForCausalLM, and its kernels need SM90+")])
+def test_fusion_unavailable_on_sm86_before_0_5_9(src, version, why):
+    for model in (QWEN36, GPT_OSS):
+        f = _finding(predict(src(version), {"tp_size": 2}, A6000x2, model), "FlashInfer all-reduce fusion")
+        assert (f.status, f.value, f.how_to_enable) == ("unavailable on this hardware", False, None)
+        assert f.reason == f"NVIDIA RTX A6000 is SM86; {why}"
+
+
+def test_fusion_sm100_model_rule_on_0_5_3(src):
+    s = src("0.5.3")
+    r = s.rules["flashinfer_allreduce_fusion_auto_enable"]
+    assert (r.file, r.line, r.text) == ("sglang/srt/server_args.py", 750, "if is_sm100_supported():")
+    assert (r.data["archs"], r.data["sm100_only"], r.data["needs_no_dp_attention"]) == (
+        ["GptOssForCausalLM"], True, True)
+    on = _finding(predict(s, {"tp_size": 2}, B200x2, GPT_OSS), "FlashInfer all-reduce fusion")
+    assert (on.status, on.rule_line) == ("on", 750)
+    off = _finding(predict(s, {"tp_size": 2}, H100x2, GPT_OSS), "FlashInfer all-reduce fusion")
+    assert (off.status, off.reason, off.how_to_enable) == (
+        "off by default", "not auto-enabled: SM90: sglang 0.5.3 auto-enables it only on SM100 (Blackwell)",
+        "add --enable-flashinfer-allreduce-fusion")
+
+
+def test_suggestions_are_flags_on_0_5_22(src):
+    """SGLang's new_flag texts are for people; the suggestion must be argv the release accepts."""
+    s = src("0.5.22")
+    assert s.by_option["--disable-cuda-graph"].deprecated_alias_of == "--cuda-graph-backend-{decode,prefill}=disabled"
+    [p] = validate_argv(s, ["--model-path", "m", "--disable-cuda-graph"])
+    assert (p.kind, p.severity, p.suggestion) == (
+        "renamed", "warning", ["--cuda-graph-backend-decode=disabled --cuda-graph-backend-prefill=disabled"])
+    assert s.by_option["--enable-dp-attention"].deprecated_alias_of == "--attn-dp-size <dp-size>"
+    [p] = validate_argv(s, ["--model-path", "m", "--dp", "4", "--enable-dp-attention"])
+    assert p.suggestion == ["--attn-dp-size 4"]
+    assert p.message == ("--enable-dp-attention is a deprecated alias in sglang 0.5.22 (still accepted, with a "
+                         "warning); use --attn-dp-size 4 instead.")
+    [p] = validate_argv(s, ["--model-path", "m", "--enable-dp-attention"])
+    assert p.suggestion == ["--attn-dp-size 1"]   # dp_size defaults to 1
+
+
+def test_renamed_value_flag_suggestion_carries_the_value(src):
+    [p] = validate_argv(src("0.5.18"), ["--model-path", "m", "--cuda-graph-max-bs", "8"])
+    assert (p.kind, p.suggestion) == ("renamed", ["--cuda-graph-max-bs-decode 8"])
+    [p] = validate_argv(src("0.5.20"), ["--model-path", "m", "--piecewise-cuda-graph-tokens", "64", "128"])
+    assert (p.kind, p.suggestion) == ("removed", ["--cuda-graph-bs-prefill 64 128"])
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.23"])
+def test_help_is_not_a_server_flag(src, version, capsys):
+    s = src(version)
+    for tok, how in (("-h", ""), ("--help", ""), ("--hel", " (argparse expands it to --help)")):
+        [p] = validate_argv(s, ["--model-path", "m", tok])
+        assert (p.flag, p.kind, p.severity, p.suggestion) == (tok, "help", "error", [])
+        assert p.message == (f"{tok} is not a server flag{how}: it is argparse's help option, so sglang "
+                             f"{version} would print its usage and exit without starting the server. Remove it.")
+        with pytest.raises(SystemExit) as e:   # what the release's parser does with it
+            build_parser(s).parse_args(["--model-path", "m", tok])
+        assert e.value.code == 0
+        assert capsys.readouterr().out.startswith("usage: sglang serve [-h]")
+    [p] = validate_argv(s, ["--model-path", "m", "--h", "x"])   # --help is one of the candidates
+    assert p.kind == "ambiguous"
+    assert p.suggestion[0] == "--help"

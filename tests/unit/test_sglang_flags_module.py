@@ -43,3 +43,25 @@ def test_an_unreadable_source_says_how_to_get_it(tmp_path):
     assert rc != 0
     assert result["msg"].startswith(f"cannot read the SGLang source in {tmp_path / 'nope'}: ")
     assert result["msg"].endswith("Run deploy.yml (its ml_env role downloads and extracts the release) first.")
+
+
+def test_help_is_refused_not_reported_unknown():
+    rc, result, _ = run_module({"source_dir": str(sglang_source_tree("0.5.11")), "host": "ct129",
+                                "argv": ["--model-path", "/m", "--he"]}, module="sglang_flags")
+    assert rc != 0
+    assert [(p["flag"], p["kind"]) for p in result["problems"]] == [("--he", "help")]
+    assert ("  - --he is not a server flag (argparse expands it to --help): it is argparse's help option, so "
+            "sglang 0.5.11 would print its usage and exit without starting the server. Remove it.\n") in result["msg"]
+
+
+def test_a_flag_whose_deprecated_action_raises_fails_the_check():
+    """sglang 0.5.3 (issue #11): DeprecatedAction raises ValueError, the server would die at start."""
+    rc, result, _ = run_module({"source_dir": str(sglang_source_tree("0.5.3")),
+                                "argv": ["--model-path", "/m", "--enable-flashinfer-cutlass-moe"]},
+                               module="sglang_flags")
+    assert rc != 0
+    [p] = result["problems"]
+    assert (p["kind"], p["severity"], p["suggestion"]) == (
+        "removed", "error", ["--moe-runner-backend flashinfer_cutlass"])
+    assert "the server dies at start with 'ValueError: NOTE: --enable-flashinfer-cutlass-moe is deprecated." \
+        in result["msg"]

@@ -1,0 +1,234 @@
+"""scripts/fleet_metrics.py on real reports (tests/fixtures/fleet_reports, see its README), read back with
+prometheus_client's parser; and scripts/fleet_report.py on the same reports through the shared reader."""
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "fleet_reports"
+HOSTS = ("in-sync", "drifted", "failed-verify", "no-verify", "blocked-compat", "speculative")
+PY = sys.executable
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fleet_metrics = load_script("fleet_metrics")
+
+
+def parse(text):
+    """{(metric name, ((label, value), ...)): value} through the reference parser; every family is a
+    documented gauge."""
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        assert family.type == "gauge" and family.documentation, family.name
+        assert family.name.startswith("sglang_fleet_")
+        for s in family.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            assert key not in samples, f"duplicate series {key}"
+            samples[key] = s.value
+    return samples
+
+
+def series(samples, host):
+    """{metric name without prefix, or name{label=value,...} for the labels other than host: value} of one host."""
+    out = {}
+    for (name, labels), value in samples.items():
+        if ("host", host) in labels:
+            rest = ",".join(f"{k}={v}" for k, v in labels if k != "host")
+            out[name.removeprefix("sglang_fleet_") + (f"{{{rest}}}" if rest else "")] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    text, count = fleet_metrics.fleet_metrics(FIXTURES)
+    assert count == len(HOSTS)
+    return parse(text)
+
+
+def stamp(text):
+    return fleet_metrics.fleet_reports.stamp_seconds(text)
+
+
+def test_a_host_in_sync_that_passed_everything(fleet):
+    m = series(fleet, "in-sync")  # h200x2 of the demo fleet
+    assert {k: v for k, v in m.items() if not k.startswith("report_timestamp")} == {
+        "drift_in_sync": 1, "drift_items": 0,
+        "verify_passed": 1, "verify_gate_passed{gate=floor}": 1, "verify_gate_passed{gate=history}": 1,
+        "verify_last_pass_timestamp_seconds": stamp("20261201T080922Z"),
+        "verify_decode_tokens_per_second": 58.5, "verify_decode_floor_tokens_per_second": 50.0,
+        "verify_roofline_tokens_per_second": 121.6, "verify_roofline_ratio": 0.481,
+        "verify_output_tokens_per_second{concurrency=1}": 57.20153634289457,
+        "verify_output_tokens_per_second{concurrency=4}": 221.260732556473,
+        "audit_ok": 1, "audit_findings{status=on}": 5, "audit_findings{status=auto-disabled}": 0,
+        "audit_findings{status=unavailable on this hardware}": 0, "audit_findings{status=off by default}": 4,
+        "compat_status{status=ok,version=0.5.18}": 1, "compat_status{status=unknown,version=0.5.18}": 0,
+        "compat_status{status=blocked,version=0.5.18}": 0,
+        "compat_checks{status=ok}": 7, "compat_checks{status=unknown}": 0, "compat_checks{status=blocked}": 0,
+        "release_info{release=0.5.18-f143f116d7e6,status=good,version=0.5.18}": 1,
+        "last_good_release_info{release=0.5.18-f143f116d7e6,version=0.5.18}": 1,
+    }
+    # no speculative decoding on this host: no accept length series rather than a made-up 0
+    assert "verify_accept_length" not in m
+    assert m["report_timestamp_seconds{kind=verify}"] == stamp("20261201T080922Z")
+    assert m["report_timestamp_seconds{kind=drift}"] == stamp("20261201T081104Z")
+    release = os.path.getmtime(FIXTURES / "in-sync" / "release-latest.json")  # no run time of its own
+    assert m["report_timestamp_seconds{kind=release}"] == release
+
+
+def test_a_host_with_speculative_decoding(fleet):
+    m = series(fleet, "speculative")  # ct129 of the demo fleet: 2x A6000, MTP 3 steps
+    assert m["verify_accept_length"] == 3.006666666666667
+    assert m["verify_gate_passed{gate=accept_length}"] == 1
+    assert (m["verify_decode_tokens_per_second"], m["verify_roofline_ratio"]) == (53.84, 0.379)
+
+
+def test_a_drifted_host(fleet):
+    m = series(fleet, "drifted")  # ct129 of the lab drift test: mem_fraction_static edited by hand
+    assert (m["drift_in_sync"], m["drift_items"]) == (0, 1)
+    assert m["audit_findings{status=auto-disabled}"] == 1
+    assert m["report_timestamp_seconds{kind=drift}"] == stamp("20261201T052954Z")
+    assert not [k for k in m if k.startswith("verify_")]
+
+
+def test_a_failed_verify_with_speculative_decoding_silently_off(fleet):
+    m = series(fleet, "failed-verify")
+    assert {k: v for k, v in m.items() if k.startswith("verify_")} == {
+        "verify_passed": 0,
+        "verify_gate_passed{gate=history}": 1, "verify_gate_passed{gate=accept_length}": 0,
+        # the last passing run of verify-history.jsonl, two failed runs ago
+        "verify_last_pass_timestamp_seconds": stamp("20261201T054800Z"),
+        "verify_decode_tokens_per_second": 22.71, "verify_roofline_tokens_per_second": 47.2,
+        "verify_roofline_ratio": 0.481,
+        "verify_output_tokens_per_second{concurrency=1}": 22.23495110251861,
+        "verify_output_tokens_per_second{concurrency=4}": 85.85552089201525,
+    }
+    assert m["report_timestamp_seconds{kind=verify}"] == stamp("20261201T055040Z")
+
+
+def test_a_host_with_no_verify_yet(fleet):
+    m = series(fleet, "no-verify")
+    assert sorted(k for k in m if k.startswith("report_timestamp")) == [
+        "report_timestamp_seconds{kind=compat}", "report_timestamp_seconds{kind=drift}"]
+    assert not [k for k in m if k.startswith(("verify_", "audit_", "release_", "last_good_"))]
+    assert (m["drift_in_sync"], m["drift_items"]) == (1, 0)
+
+
+def test_a_blocked_compat_verdict(fleet):
+    m = series(fleet, "blocked-compat")
+    assert {k: v for k, v in m.items() if k.startswith("compat_")} == {
+        "compat_status{status=ok,version=0.5.11}": 0, "compat_status{status=unknown,version=0.5.11}": 0,
+        "compat_status{status=blocked,version=0.5.11}": 1,
+        "compat_checks{status=ok}": 5, "compat_checks{status=unknown}": 1, "compat_checks{status=blocked}": 1,
+    }
+
+
+def test_last_known_good_is_the_release_promoted_last_not_the_current_one(tmp_path):
+    host = tmp_path / "h1"
+    host.mkdir()
+    good = json.loads((FIXTURES / "in-sync" / "release-latest.json").read_text())
+    older = {**good, "id": "0.5.17-aaaaaaaaaaaa", "version": "0.5.17", "promoted_at": "20261101T000000Z"}
+    failed = {**good, "id": "0.5.19-bbbbbbbbbbbb", "version": "0.5.19", "status": "failed",
+              "recorded_at": "20261202T000000Z"}
+    failed.pop("promoted_at")
+    for name, record in (("release-20261101T000000Z.json", older), ("release-20261201T080945Z.json", good),
+                         ("release-20261202T000000Z.json", failed), ("release-latest.json", failed)):
+        (host / name).write_text(json.dumps(record))
+    m = series(parse(fleet_metrics.fleet_metrics(tmp_path)[0]), "h1")
+    assert m == {"report_timestamp_seconds{kind=release}": os.path.getmtime(host / "release-latest.json"),
+                 "release_info{release=0.5.19-bbbbbbbbbbbb,status=failed,version=0.5.19}": 1,
+                 "last_good_release_info{release=0.5.18-f143f116d7e6,version=0.5.18}": 1}
+
+
+def test_label_values_are_escaped(tmp_path):
+    odd = 'we"ird\\host'
+    (tmp_path / odd).mkdir()
+    release = {"id": 'id "1"\nsecond line \\', "version": "0.5.18", "status": "good"}
+    (tmp_path / odd / "release-latest.json").write_text(json.dumps(release))
+    text = fleet_metrics.fleet_metrics(tmp_path)[0]
+    assert 'host="we\\"ird\\\\host"' in text and 'release="id \\"1\\"\\nsecond line \\\\"' in text
+    assert parse(text)[("sglang_fleet_release_info", (("host", odd), ("release", release["id"]),
+                                                      ("status", "good"), ("version", "0.5.18")))] == 1
+
+
+def test_unreadable_reports_are_no_reports(tmp_path):
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h1" / "verify-latest.json").write_text('{"passed": tru')  # cut short
+    (tmp_path / "h1" / "drift-latest.json").write_text("[]")
+    (tmp_path / "h1" / "verify-history.jsonl").write_text('{"passed": true, "generated_at": "20261201T000000Z"}\nnot json\n')
+    (tmp_path / "empty").mkdir()
+    text, count = fleet_metrics.fleet_metrics(tmp_path)
+    assert (text, count) == ("", 0)
+
+
+def test_the_textfile_is_replaced_atomically_and_readable_by_node_exporter(tmp_path):
+    path = fleet_metrics.write_textfile("# old\n", tmp_path)
+    assert path == str(tmp_path / "sglang_fleet.prom")
+    with pytest.raises(TypeError):
+        fleet_metrics.write_textfile(None, tmp_path)  # a failed write leaves the previous file, no temporary
+    assert Path(path).read_text() == "# old\n"
+    fleet_metrics.write_textfile("# new\n", tmp_path)
+    assert Path(path).read_text() == "# new\n"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    assert os.listdir(tmp_path) == ["sglang_fleet.prom"]
+    with pytest.raises(ValueError, match=r"'x.txt': node_exporter's textfile collector reads only \*.prom files"):
+        fleet_metrics.write_textfile("", tmp_path, "x.txt")
+
+
+def test_cli_writes_the_textfile(tmp_path):
+    proc = subprocess.run([PY, "scripts/fleet_metrics.py", "--reports", str(FIXTURES), "--textfile-dir", str(tmp_path),
+                           "in-sync", "drifted"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", f"{tmp_path}/sglang_fleet.prom: 2 host(s)\n")
+    samples = parse((tmp_path / "sglang_fleet.prom").read_text())
+    assert {dict(labels)["host"] for _, labels in samples} == {"in-sync", "drifted"}
+
+
+def test_cli_on_no_reports_says_so_and_writes_an_empty_file(tmp_path):
+    out = tmp_path / "textfile"
+    out.mkdir()
+    (out / "sglang_fleet.prom").write_text("sglang_fleet_drift_in_sync{host=\"gone\"} 1\n")  # stale: replaced
+    proc = subprocess.run([PY, "scripts/fleet_metrics.py", "--reports", str(tmp_path / "none"), "--textfile-dir", str(out)],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert proc.stderr.startswith(f"no reports under {tmp_path / 'none'}: run deploy.yml")
+    assert (out / "sglang_fleet.prom").read_text() == ""
+
+
+def test_fleet_report_reads_the_same_reports(tmp_path):
+    for host in ("in-sync", "drifted", "blocked-compat"):
+        shutil.copytree(FIXTURES / host, tmp_path / host)
+    proc = subprocess.run([PY, "scripts/fleet_report.py", "--reports", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 1, proc.stderr  # drifted and blocked
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in proc.stdout.splitlines()[2:]}
+    assert rows["blocked-compat"] == "| blocked-compat | - | - | - | 5 ok, 1 unknown, 1 blocked (0.5.11) | - | - | - | - | - | - | - |"
+    assert " | 1 difference | " in rows["drifted"] and " | PASS | in sync | 58.5 | 122 | 48 % | nothing |" in rows["in-sync"]
+
+
+def test_the_dashboard_queries_only_metrics_the_exporter_writes():
+    dashboard = json.loads((REPO / "dashboards" / "sglang-fleet.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    used = {name for e in exprs for name in re.findall(r"\bsglang_fleet_[a-z0-9_]+", e)}
+    text, _ = fleet_metrics.fleet_metrics(FIXTURES, runs=[("drift", {"in-sync": "ok"}, 0, 1796112000.0, 12.5)])
+    written = {family.name for family in text_string_to_metric_families(text)}
+    assert used - written == set()
+    assert all(re.search(r"\bsglang_fleet_", e) for e in exprs)  # no panel left without a metric
+    # the issue's panels: tok/s, % of roofline, drift in sync, verify pass, audit findings
+    assert {"sglang_fleet_verify_decode_tokens_per_second", "sglang_fleet_verify_roofline_ratio",
+            "sglang_fleet_drift_in_sync", "sglang_fleet_verify_passed", "sglang_fleet_audit_findings"} <= used
