@@ -42,7 +42,7 @@ EXAMPLES = r"""
   gpu_facts:
     required: true
 
-- name: A lab host without GPUs: take the inventory's word, and say so
+- name: A lab host without GPUs (take the inventory's word, and say so)
   gpu_facts:
     declared: {gpu_model: NVIDIA RTX A6000, gpu_count: 2}
 

@@ -31,7 +31,7 @@ options:
   index_url: {description: The package index (PyPI)., type: str, default: "https://pypi.org"}
   gpu: {description: The host's GPU facts (ansible_facts.sglang_gpu from gpu_facts)., type: dict, default: {}}
   args: {description: The SGLang arguments (sglang_args_common combined with sglang_args)., type: dict, default: {}}
-  host_facts: {description: C(host_facts) of sglang_host_check (disk, RAM, model)., type: dict, default: {}}
+  host_facts: {description: "C(host_facts) of sglang_host_check (disk, RAM, model).", type: dict, default: {}}
   driver_table: {description: YAML file of CUDA version -> minimum driver., type: path, required: true}
   kernel_table: {description: YAML file of the kernels' SM targets (may not exist yet)., type: path, required: true}
   ignore: {description: Checks whose C(blocked) is accepted on purpose., type: list, elements: str, default: []}
@@ -56,12 +56,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-status: {description: The worst status not ignored (ok, unknown or blocked)., type: str, returned: always}
-summary: {description: Counts per status, e.g. "5 ok, 2 unknown"., type: str, returned: always}
-checks: {description: One dict per check (check, status, detail, fix, ignored)., type: list, returned: always}
-lines: {description: One line per check, for the play output., type: list, returned: always}
+status: {description: "The worst status not ignored (ok, unknown or blocked).", type: str, returned: always}
+summary: {description: "Counts per status, e.g. \"5 ok, 2 unknown\".", type: str, returned: always}
+checks: {description: "One dict per check (check, status, detail, fix, ignored).", type: list, returned: always}
+lines: {description: "One line per check, for the play output.", type: list, returned: always}
 blocked: {description: The blocked checks not ignored., type: list, returned: always}
-msg: {description: What stops the host and how to get past it, or the summary., type: str, returned: always}
+msg: {description: "What stops the host and how to get past it, or the summary.", type: str, returned: always}
 release:
   description: What the verdict is about - version, resolved_for, resolve_error, error, cuda, pins (compiled packages).
   type: dict

@@ -19,14 +19,36 @@ options:
   port: {description: The port SGLang will listen on., type: int, default: 30000}
   service: {description: The systemd unit name., type: str, default: sglang}
   service_user: {description: The user the server runs as., type: str, default: sglang}
-  model_path: {description: The model folder (or a repo id, then not checked)., type: str, default: ""}
+  model_path: {description: "The model folder (or a repo id, then not checked).", type: str, default: ""}
   checks: {description: Run the port and model-folder checks (false with O(facts) for facts alone)., type: bool, default: true}
   facts: {description: Also return C(host_facts)., type: bool, default: false}
   env_root: {description: Folder of the SGLang venvs (its filesystem's free space)., type: str, default: ""}
   venv: {description: The release's venv (already built when it holds ml_env's marker)., type: str, default: ""}
-  python: {description: Interpreter to probe for version, architecture and glibc (empty to skip)., type: str, default: ""}
+  python: {description: "Interpreter to probe for version, architecture and glibc (empty to skip).", type: str, default: ""}
 author:
   - sglang-fleet
+"""
+
+EXAMPLES = r"""
+- name: Check the port is free for the service and the service user can read the model
+  sglang_host_check:
+    host: "{{ inventory_hostname }}"
+    port: 30000
+    service: sglang
+    service_user: sglang
+    model_path: /models/Qwen3.6-27B
+  become: true
+  register: host_check
+
+- name: Read the host's Python, disk, memory and model only (no checks), for the compatibility verdict
+  sglang_host_check:
+    host: "{{ inventory_hostname }}"
+    checks: false
+    facts: true
+    env_root: /opt/ml-env
+    venv: /opt/ml-env/sglang-0.5.11
+    model_path: /models/Qwen3.6-27B
+    python: /usr/bin/python3
 """
 
 RETURN = r"""

@@ -19,10 +19,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_DOC = str(pathlib.Path(sys.executable).with_name("ansible-doc"))
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 
-# TODO: modules others are changing right now; add each to the check (delete it here) once its
-# documentation passes this test (gpu_facts' EXAMPLES is not valid YAML yet).
-MODULES_NOT_CHECKED_YET = ["gpu_facts", "sglang_compat", "sglang_host_check"]
-MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py") if p.stem not in MODULES_NOT_CHECKED_YET)
+MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py"))
 
 # ansible-doc finds the filters of filter_plugins/ (ansible.cfg) as ansible.legacy.<name>, but none of
 # them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
@@ -76,10 +73,6 @@ def test_module_documentation(module):
     assert problems == []
     tasks = yaml.safe_load(doc["examples"])
     assert isinstance(tasks, list) and any(module in task for task in tasks), doc["examples"]
-
-
-def test_modules_not_checked_yet_exist():
-    assert all((REPO / "library" / f"{m}.py").is_file() for m in MODULES_NOT_CHECKED_YET)
 
 
 def _filter_names() -> list:
