@@ -299,7 +299,8 @@ def test_a_wheelhouse_missing_a_wheel_is_refused_before_the_host_changes(fleet, 
 
 def test_a_full_disk_during_the_venv_build_marks_nothing_good(fleet):
     """/opt/ml-env on ct129 becomes a tmpfs holding what it held plus room for the new wheel, not for
-    the venv: the build of 0.5.13.post1 runs out of space half-way."""
+    the venv: the compatibility check refuses 0.5.13.post1 there with the numbers; deployed anyway
+    (sglang_compat_ignore: [disk]), the build runs out of space half-way."""
     before = host_state(fleet, "ct129")
     releases = fleet.ssh("ct129", "ls -l --time-style=+%s /var/lib/sglang-fleet/ /var/lib/sglang-fleet/*")
     size = sglang_wheel("0.5.13.post1").stat().st_size  # the host's copy of it fits, the venv does not
@@ -308,11 +309,24 @@ def test_a_full_disk_during_the_venv_build_marks_nothing_good(fleet):
            f"cp -a /opt/ml-env /opt/ml-env.full && mount -t tmpfs -o size={used + size // 1024 + 4096}k,mode=755 "
            "tmpfs /opt/ml-env && cp -a /opt/ml-env.full/. /opt/ml-env/ && rm -rf /opt/ml-env.full")
     try:
-        rc, out = fleet.play("deploy.yml", "-l", "ct129", "-e", "sglang_version=0.5.13.post1", *FAST)
+        # the compatibility check sees the filesystem is too small and stops the host before any change
+        rc, refused = fleet.play("deploy.yml", "-l", "ct129", "-e", "sglang_version=0.5.13.post1", *FAST)
+        refused_state = host_state(fleet, "ct129")
+        # told to go on anyway (the estimate could be wrong, or something else fills the disk meanwhile):
+        # the install itself runs out of space
+        rc2, out = fleet.play("deploy.yml", "-l", "ct129", "-e", "sglang_version=0.5.13.post1", "-e",
+                              '{"sglang_compat_ignore": ["disk"]}', *FAST)
         left = fleet.ssh("ct129", "ls /opt/ml-env; readlink /opt/ml-env/current")
     finally:
         fleet.podman("exec", "--privileged", f"{PREFIX}-ct129", "umount", "/opt/ml-env")
-    assert rc != 0, out
+    assert rc != 0, refused
+    text = first_play_failure(refused, "ct129")
+    assert "ct129: sglang 0.5.13.post1: " in text and "This host cannot run sglang 0.5.13.post1; nothing on it " \
+        "was changed: disk: " in text, text
+    assert re.search(r"MiB free on /opt/ml-env \(holds /opt/ml-env\), about \d+ MiB needed", text), text
+    assert "sglang_compat_ignore: [disk]" in text, text
+    assert refused_state == before
+    assert rc2 != 0, out
     text = failure(out, "ct129")
     # where the space runs out (the install, or the completion marker after it) varies with the wheel
     assert re.search(r'Building /opt/ml-env/sglang-0\.5\.13\.post1 with uv failed in "(Install SGLang into the venv|'
