@@ -2,20 +2,21 @@
 (--dist loadfile --no-loadscope-reorder: in collection order, not by test count), so the long
 ones do not start last and run alone.
 
-Seconds per module (fleet setup included), measured with three workers on the 2-core CI-class
-machine, 2026-12-01; a module not listed goes last. Re-measure with `--durations=0`.
+Seconds per module (fleet setup included), measured with three workers beside molecule on the
+2-core CI-class machine in a fresh-clone `make test`, 2026-12-01 (loaded by benchmarks beside
+it); a module not listed goes last. Re-measure with `--durations=0`.
 """
 
 MODULE_SECONDS = {
-    "test_rollout_lab.py": 780,
-    "test_rollout_recovery_lab.py": 770,
-    "test_deploy_lab.py": 650,
-    "test_bad_inputs_lab.py": 780,
-    "test_audit_lab.py": 800,
-    "test_verify_lab.py": 635,
-    "test_secrets_lab.py": 195,
-    "test_supply_chain_lab.py": 156,
-    "test_lab_tool.py": 22,
+    "test_rollout_lab.py": 1452,
+    "test_audit_lab.py": 1278,
+    "test_bad_inputs_lab.py": 1037,
+    "test_rollout_recovery_lab.py": 952,
+    "test_verify_lab.py": 684,
+    "test_deploy_lab.py": 621,
+    "test_secrets_lab.py": 326,
+    "test_supply_chain_lab.py": 160,
+    "test_lab_tool.py": 25,
 }
 
 
