@@ -59,9 +59,6 @@ downloaded: {description: Wheels downloaded by this run., type: list, returned: 
 import fcntl
 import os
 import shutil
-import sys
-import tempfile
-import time
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -70,16 +67,12 @@ from ansible.module_utils.sglang_wheels import (
     check_hash,
     choose_wheel,
     find_uv,
-    full_lock_inputs,
-    host_platforms,
+    full_requirement,
     host_tags,
-    lockstep_skew,
     make_lock,
     parse_lock,
-    serving_extras,
-    wheel_pins,
+    pip_download,
 )
-from packaging.utils import canonicalize_name
 
 
 class Wheelhouse:
@@ -124,26 +117,11 @@ class Wheelhouse:
         return chosen
 
     def download(self, requirements):
-        """pip download into a private folder, then each wheel moved into place whole (no partial files)."""
-        minor = self.python.split(".")[1]
-        tmp = tempfile.mkdtemp(prefix=".download-", dir=self.dest)
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                "--disable-pip-version-check", "--implementation", "cp", "--python-version", self.python,
-                "--abi", f"cp3{minor}", "--abi", "abi3", "--abi", "none", "--dest", tmp]
-        for platform in host_platforms(self.arch, self.glibc):
-            argv += ["--platform", platform]
-        argv += requirements
-        try:
-            for attempt in range(1, self.retries + 1):
-                rc, out, err = self.module.run_command(argv)
-                if rc == 0:
-                    for name in os.listdir(tmp):
-                        os.replace(os.path.join(tmp, name), os.path.join(self.dest, name))
-                    return
-                if attempt < self.retries:
-                    time.sleep(min(2 ** attempt, 10))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        """pip download the missing wheels into the wheelhouse (sglang_wheels.pip_download)."""
+        rc, out, err, argv = pip_download(self.module.run_command, self.dest, requirements, self.python, self.arch,
+                                          self.glibc, self.retries)
+        if rc == 0:
+            return
         why = next((line.strip() for line in reversed((err or out or "").splitlines()) if line.strip()), f"rc {rc}")
         self.module.fail_json(
             msg=f"the controller wheelhouse {self.dest} (ml_env_controller_wheelhouse) has no wheel of "
@@ -201,23 +179,11 @@ def main():
         sglang = f"sglang=={p['version']}"
         light_file, light_lock = house.lock(f"sglang-{p['version']}-light", sglang, no_deps=True)
         wheel = house.wheels(light_file, light_lock)["sglang"]
-        extras = serving_extras(wheel)
-        pins = wheel_pins(wheel, house.python, house.arch, extras)
-        extra = {canonicalize_name(k): str(v) for k, v in p["extra_pins"].items()}
-        skew = lockstep_skew(pins, extra)
-        if skew:
-            raise WheelError(
-                f"ml_env_extra_pins {skew} would skew FlashInfer against sglang {p['version']}, which "
-                f"pins flashinfer-python=={pins.get('flashinfer-python')}; flashinfer-python, flashinfer-cubin "
-                "and flashinfer-jit-cache must move in lockstep (sglang PR 28786): remove the pin or pin "
-                "all three to the same version")
-        pins.update(extra)
-        pins["sglang"] = p["version"]
+        pins, full, constraints, overrides = full_requirement(wheel, p["version"], house.python, house.arch,
+                                                              p["extra_pins"])
         if p["profile"] == "light":
             lock_file, lock, wheels = light_file, light_lock, [wheel]
         else:
-            constraints, overrides = full_lock_inputs(pins, extra)
-            full = f"sglang[{','.join(extras)}]=={p['version']}" if extras else sglang
             lock_file, lock = house.lock(f"sglang-{p['version']}-full", full, False, constraints, overrides)
             chosen = house.wheels(lock_file, lock)
             wheel, wheels = chosen["sglang"], sorted(chosen.values())

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 import tempfile
 import time
 import urllib.error
@@ -26,14 +25,11 @@ from ansible.module_utils.sglang_wheels import (
     WheelError,
     check_hash,
     choose_wheel,
-    full_lock_inputs,
-    host_platforms,
+    full_requirement,
     host_tags,
-    lockstep_skew,
     make_lock,
     parse_lock,
-    serving_extras,
-    wheel_pins,
+    pip_download,
 )
 from packaging.utils import (
     InvalidSdistFilename,
@@ -160,33 +156,6 @@ def uv_reason(message):
     return reason[:400]
 
 
-def download_wheel(dest, requirement, python_version, architecture, glibc, retries=3, run=None):
-    """pip download one wheel for the host's platform into `dest` (whole files only)."""
-    minor = python_version.split(".")[1]
-    tmp = tempfile.mkdtemp(prefix=".download-", dir=dest)
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--disable-pip-version-check", "--implementation", "cp", "--python-version", python_version,
-            "--abi", f"cp3{minor}", "--abi", "abi3", "--abi", "none", "--dest", tmp]
-    for platform in host_platforms(architecture, glibc):
-        argv += ["--platform", platform]
-    argv.append(requirement)
-    try:
-        err = ""
-        for attempt in range(1, retries + 1):
-            rc, _, err = run(argv)
-            if rc == 0:
-                for name in os.listdir(tmp):
-                    os.replace(os.path.join(tmp, name), os.path.join(dest, name))
-                return
-            if attempt < retries:
-                time.sleep(min(2 ** attempt, 10))
-        raise WheelError(f"could not download {requirement}: {(err or '').strip().splitlines()[-1:] or rc}")
-    finally:
-        for name in os.listdir(tmp):
-            os.remove(os.path.join(tmp, name))
-        os.rmdir(tmp)
-
-
 def full_pins(run, uv, dest, version, python_version, architecture, glibc, extra_pins, retries=3):
     """The full profile's lock for one platform, made (or reused) exactly as ml_env makes it: (pins, lock path)."""
     light_file, light = make_lock(run, uv, dest, f"sglang-{version}-light", f"sglang=={version}", python_version,
@@ -194,19 +163,15 @@ def full_pins(run, uv, dest, version, python_version, architecture, glibc, extra
     tags = host_tags(python_version, architecture, glibc)
     wheel = choose_wheel(dest, "sglang", version, tags)
     if not wheel:
-        download_wheel(dest, f"sglang=={version}", python_version, architecture, glibc, retries, run)
+        rc, _, err, _ = pip_download(run, dest, [f"sglang=={version}"], python_version, architecture, glibc, retries)
+        if rc != 0:
+            raise WheelError(f"could not download sglang=={version}: {(err or '').strip().splitlines()[-1:] or rc}")
         wheel = choose_wheel(dest, "sglang", version, tags)
         if not wheel:
             raise WheelError(f"no sglang {version} wheel for CPython {python_version} on {architecture} in {dest}")
     check_hash(wheel, "sglang", version, parse_lock(light)["sglang"][1], light_file)
-    extras = serving_extras(wheel)
-    pins = wheel_pins(wheel, python_version, architecture, extras)
-    extra = {canonicalize_name(k): str(v) for k, v in (extra_pins or {}).items()}
-    if lockstep_skew(pins, extra):
-        raise WheelError(f"ml_env_extra_pins {extra} would skew FlashInfer (ml_env refuses it too)")
-    pins.update(extra)
-    constraints, overrides = full_lock_inputs(pins, extra)
-    requirement = f"sglang[{','.join(extras)}]=={version}" if extras else f"sglang=={version}"
+    _, requirement, constraints, overrides = full_requirement(wheel, version, python_version, architecture,
+                                                              extra_pins)
     path, text = make_lock(run, uv, dest, f"sglang-{version}-full", requirement, python_version, architecture, glibc,
                            False, constraints, overrides, retries)
     return {name: v for name, (v, _) in parse_lock(text).items()}, path, wheel

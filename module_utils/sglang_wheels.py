@@ -190,6 +190,52 @@ def find_uv():
     return found
 
 
+def full_requirement(wheel, version, python_version, architecture, extra_pins):
+    """What the full profile is locked from, read from the sglang wheel: (pins with the extra pins and
+    sglang itself, the requirement with the serving extras, constraints, overrides)."""
+    extras = serving_extras(wheel)
+    pins = wheel_pins(wheel, python_version, architecture, extras)
+    extra = {canonicalize_name(k): str(v) for k, v in (extra_pins or {}).items()}
+    skew = lockstep_skew(pins, extra)
+    if skew:
+        raise WheelError(
+            f"ml_env_extra_pins {skew} would skew FlashInfer against sglang {version}, which "
+            f"pins flashinfer-python=={pins.get('flashinfer-python')}; flashinfer-python, flashinfer-cubin "
+            "and flashinfer-jit-cache must move in lockstep (sglang PR 28786): remove the pin or pin "
+            "all three to the same version")
+    pins.update(extra)
+    pins["sglang"] = version
+    constraints, overrides = full_lock_inputs(pins, extra)
+    requirement = f"sglang[{','.join(extras)}]=={version}" if extras else f"sglang=={version}"
+    return pins, requirement, constraints, overrides
+
+
+def pip_download(run, dest, requirements, python_version, architecture, glibc, retries):
+    """pip download the wheels of `requirements` for one host's CPython and platform into a private
+    folder, then move each into `dest` whole (no partial files). `run(argv)` -> (rc, out, err).
+    Returns (rc, out, err, argv) of the last attempt; rc 0: every wheel is in `dest`."""
+    minor = python_version.split(".")[1]
+    tmp = tempfile.mkdtemp(prefix=".download-", dir=dest)
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            "--disable-pip-version-check", "--implementation", "cp", "--python-version", python_version,
+            "--abi", f"cp3{minor}", "--abi", "abi3", "--abi", "none", "--dest", tmp]
+    for platform in host_platforms(architecture, glibc):
+        argv += ["--platform", platform]
+    argv += list(requirements)
+    try:
+        for attempt in range(1, max(retries, 1) + 1):
+            rc, out, err = run(argv)
+            if rc == 0:
+                for name in os.listdir(tmp):
+                    os.replace(os.path.join(tmp, name), os.path.join(dest, name))
+                break
+            if attempt < retries:
+                time.sleep(min(2 ** attempt, 10))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rc, out, err, argv
+
+
 def full_lock_inputs(pins, extra):
     """Constraints (FlashInfer's three packages at one version) and overrides (extra pins) of a full lock."""
     merged = {**pins, **extra}
