@@ -3,14 +3,12 @@ ansible-runner on the controller (tests/fixtures/schedule: stand-ins for drift.y
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from systemd_analyze import ANALYZE, exposure, needs_analyze
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "schedule"
@@ -77,8 +75,6 @@ PLAY = """\
       loop: [service, timer]
 """
 ROLE = REPO / "roles" / "sglang_schedule"
-ANALYZE = shutil.which("systemd-analyze")
-needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
 
 
 def render(tmp_path, **variables):
@@ -106,15 +102,6 @@ def exec_start(service):
     """ExecStart= of the rendered unit as one line (continuations joined)."""
     text = service.read_text().replace(" \\\n    ", " ")
     return next(line for line in text.splitlines() if line.startswith("ExecStart="))
-
-
-def exposure(unit):
-    """systemd-analyze's overall exposure level of a unit file (0.0 safe .. 10.0 unsafe)."""
-    proc = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager", str(unit)], capture_output=True,
-                          text=True, check=False)
-    m = re.search(rf"Overall exposure level for {re.escape(unit.name)}: (\d+\.\d+) ", proc.stdout)
-    assert m, proc.stdout + proc.stderr
-    return float(m.group(1))
 
 
 @needs_analyze

@@ -5,18 +5,14 @@ Skipped where systemd-analyze is absent; `--offline=true` needs no running syste
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from systemd_analyze import ANALYZE, exposure, needs_analyze
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_service"
-ANALYZE = shutil.which("systemd-analyze")
-needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
 
 PLAY = """\
 - name: Render the sglang unit as the role does
@@ -54,15 +50,6 @@ def render(tmp_path, **variables):
                           env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return unit
-
-
-def exposure(unit):
-    """systemd-analyze's overall exposure level of a unit file (0.0 safe .. 10.0 unsafe)."""
-    proc = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager", str(unit)], capture_output=True,
-                          text=True, check=False)
-    m = re.search(rf"Overall exposure level for {re.escape(unit.name)}: (\d+\.\d+) ", proc.stdout)
-    assert m, proc.stdout + proc.stderr
-    return float(m.group(1))
 
 
 @needs_analyze
