@@ -9,6 +9,8 @@
 #   openssh-client      - ssh/ssh-keygen: the lab key and the "SSH answers" check
 #   python3 python3-yaml python3-pip - lab.py (PyYAML for the inventory), pip download of
 #                         docker-systemctl-replacement in build-image.sh
+#   chromium fonts-dejavu-core - not the lab: headless Chromium renders the HTML fleet report in
+#                         tests/unit/test_fleet_report_html.py (make test installs this before unit)
 # uidmap is not installed: the lab is rootful and mmdebstrap runs in root mode.
 set -euo pipefail
 
@@ -16,6 +18,7 @@ PACKAGES=(
   podman runc conmon netavark aardvark-dns iptables
   mmdebstrap openssh-client ca-certificates
   python3 python3-yaml python3-pip
+  chromium fonts-dejavu-core
 )
 
 if [[ ${EUID} -ne 0 ]]; then

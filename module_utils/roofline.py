@@ -24,6 +24,9 @@ import struct
 # Re-checked on an H200 on 2026-11-30 (tests/fixtures/gpu/README.md): a plain 8 GB read
 # (torch sum) ran at 4,179 GB/s = 0.87 of datasheet, so 0.83 is reachable; torch 2.11's default
 # GEMV (F.linear, one token, CUDA graph) reached only 0.40-0.70, depending on the shapes.
+# Against a real engine (bench/README.md, "Roofline against a real H200", 2026-12-01): llama.cpp
+# CUDA F16 single-stream decode reached 82-84 % of this bound for 16-30 GB of weights and 42-48 %
+# for 2.5 GB (kernel launch bound): ~80 % of the roofline is about as good as decode gets.
 EFFICIENCY = 0.83
 
 GB = 1e9  # datasheet bandwidth and weight sizes are decimal GB

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Print the fleet's latest release, audit, verify and drift results as one table.
 
-    scripts/fleet_report.py [--reports reports] [host ...]
+    scripts/fleet_report.py [--reports reports] [--html FILE] [host ...]
 
 Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify),
 `drift-latest.json` (sglang_drift), `release-latest.json` (sglang_release) and `compat-latest.json`
 (sglang_compat), written on the controller by deploy.yml, audit.yml, verify.yml and drift.yml. Exit 1
 when a host's latest audit or verification failed, it drifted from the inventory or its release is
-blocked on it, 2 when there is nothing to report.
+blocked on it, 2 when there is nothing to report. --html also writes a static HTML page with the same
+table and each host's throughput history as charts (scripts/fleet_report_html.py).
 """
 
 import argparse
@@ -19,6 +20,8 @@ sys.path.insert(0, str(REPO))
 from module_utils import fleet_reports  # noqa: E402
 
 NOT_ON = ("auto-disabled", "unavailable on this hardware")
+COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s",
+           "of roofline", "left on the table"]
 
 
 def host_row(folder):
@@ -59,18 +62,29 @@ def host_row(folder):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=pathlib.Path, default=REPO / "reports")
+    parser.add_argument("--html", type=pathlib.Path, metavar="FILE",
+                        help="also write the report as one self-contained HTML page with charts")
     parser.add_argument("hosts", nargs="*")
     args = parser.parse_args()
+    if args.html and args.html.is_dir():
+        parser.error(f"--html {args.html} is a folder: give the page's file name, e.g. {args.html / 'fleet-report.html'}")
     folders = fleet_reports.host_folders(args.reports, args.hosts)
-    rows = [r for r in (host_row(f) for f in folders) if r]
+    hosts = [(f, r) for f, r in ((f, host_row(f)) for f in folders) if r]
+    rows = [r for _, r in hosts]
     if not rows:
         print(f"no reports under {args.reports}: run deploy.yml, audit.yml, verify.yml or drift.yml first", file=sys.stderr)
         return 2
-    cols = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s", "of roofline",
-            "left on the table"]
-    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS))
     for r in rows:
-        print("| " + " | ".join(str(r.get(c, "-")) for c in cols) + " |")
+        print("| " + " | ".join(str(r.get(c, "-")) for c in COLUMNS) + " |")
+    if args.html:
+        try:  # matplotlib only when asked: the table needs nothing but the stdlib
+            from scripts import fleet_report_html
+        except ImportError as exc:
+            print(f"--html needs {exc.name}: install the pinned toolchain (make venv)", file=sys.stderr)
+            return 2
+        fleet_report_html.write(args.html, hosts, COLUMNS, args.reports)
+        print(f"HTML report: {args.html}", file=sys.stderr)
     return 0 if all(r["ok"] for r in rows) else 1
 
 
