@@ -11,6 +11,9 @@
 #                         docker-systemctl-replacement in build-image.sh
 #   chromium fonts-dejavu-core - not the lab: headless Chromium renders the HTML fleet report in
 #                         tests/unit/test_fleet_report_html.py (make test installs this before unit)
+#   prometheus-node-exporter - not installed (its package starts a service on :9100): its
+#                         binary is unpacked into .cache/node-exporter for the test that has a
+#                         real node_exporter serve the fleet's metrics (test_fleet_metrics.py)
 # uidmap is not installed: the lab is rootful and mmdebstrap runs in root mode.
 set -euo pipefail
 
@@ -41,13 +44,20 @@ for pkg in "${PACKAGES[@]}"; do
   fi
 done
 
+NODE_EXPORTER=$(cd "$(dirname "$0")/.." && pwd)/.cache/node-exporter
+export DEBIAN_FRONTEND=noninteractive
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps.sh: all lab packages present (${#PACKAGES[@]})"
-  exit 0
+else
+  echo "install-deps.sh: installing ${missing[*]}"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-echo "install-deps.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ ! -x $NODE_EXPORTER/usr/bin/prometheus-node-exporter ]]; then
+  rm -rf "$NODE_EXPORTER" && mkdir -p "$NODE_EXPORTER"
+  (cd "$NODE_EXPORTER" && { apt-get download -qq prometheus-node-exporter 2>/dev/null \
+      || { apt-get update -qq && apt-get download -qq prometheus-node-exporter; }; } \
+      && dpkg -x prometheus-node-exporter_*.deb . && rm prometheus-node-exporter_*.deb)
+  echo "install-deps.sh: node_exporter unpacked into $NODE_EXPORTER"
+fi
 echo "install-deps.sh: done"

@@ -232,3 +232,75 @@ def test_the_dashboard_queries_only_metrics_the_exporter_writes():
     # the issue's panels: tok/s, % of roofline, drift in sync, verify pass, audit findings
     assert {"sglang_fleet_verify_decode_tokens_per_second", "sglang_fleet_verify_roofline_ratio",
             "sglang_fleet_drift_in_sync", "sglang_fleet_verify_passed", "sglang_fleet_audit_findings"} <= used
+
+
+NODE_EXPORTER = REPO / ".cache" / "node-exporter" / "usr" / "bin" / "prometheus-node-exporter"
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def node_exporter(tmp_path):
+    """Debian's real node_exporter (unpacked by lab/install-deps.sh), textfile collector only, on 127.0.0.1."""
+    if not NODE_EXPORTER.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{NODE_EXPORTER} missing: make lab-deps unpacks it")
+        pytest.skip(f"{NODE_EXPORTER} missing: run `make lab-deps` (as root) to unpack Debian's node_exporter")
+    textfiles = tmp_path / "textfile"
+    textfiles.mkdir()
+    port = free_port()
+    proc = subprocess.Popen([str(NODE_EXPORTER), f"--web.listen-address=127.0.0.1:{port}",
+                             "--collector.disable-defaults", "--collector.textfile",
+                             f"--collector.textfile.directory={textfiles}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    yield textfiles, f"http://127.0.0.1:{port}/metrics", proc
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def scrape(url, proc):
+    import time
+    import urllib.request
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.read().decode()
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(f"node_exporter exited: {proc.stderr.read()}")
+            time.sleep(0.1)
+    pytest.fail(f"node_exporter did not answer on {url}")
+
+
+def test_a_real_node_exporter_serves_the_fleet_metrics(node_exporter):
+    """What a controller running the scheduled drift exposes: scripts/fleet_metrics.py writes the
+    textfile, Debian's node_exporter reads it and serves it next to its own metrics, and a scrape
+    parsed with the reference parser gives back every series with its value."""
+    textfiles, url, proc = node_exporter
+    written, _ = fleet_metrics.fleet_metrics(FIXTURES)
+    fleet_metrics.write_textfile(written, textfiles)
+    served = {}
+    for family in text_string_to_metric_families(scrape(url, proc)):
+        for s in family.samples:
+            served[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    assert served[("node_textfile_scrape_error", ())] == 0  # node_exporter read the file without complaint
+    ours = {k: v for k, v in served.items() if k[0].startswith("sglang_fleet_")}
+    assert ours == parse(written)
+    assert series(ours, "in-sync")["verify_decode_tokens_per_second"] == 58.5
+
+
+def test_node_exporter_reports_a_broken_textfile(node_exporter):
+    """The failure an operator would alert on: a file node_exporter cannot parse is a scrape error,
+    not silently missing series (so the atomic write of write_textfile matters)."""
+    textfiles, url, proc = node_exporter
+    (textfiles / "sglang_fleet.prom").write_text("sglang_fleet_drift_in_sync{host=\"a\"} not-a-number\n")
+    text = scrape(url, proc)
+    errors = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+              if s.name == "node_textfile_scrape_error"]
+    assert errors == [1]
+    assert "sglang_fleet_" not in text
