@@ -7,10 +7,12 @@ PY := $(BIN)/python
 LAB_INVENTORY := inventories/lab/hosts.yml
 LAB_HOSTS := ct129 h200x2 h200x1
 PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
+# The fleet report's page with charts (make report, make demo)
+REPORT_HTML ?= reports/fleet-report.html
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit lab-test molecule llama-server venv audit verify releases report lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint unit lab-test molecule llama-server venv audit verify releases report sweep lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy lock clean
 
 help: ## List the targets
@@ -54,7 +56,7 @@ demo: lab-prepare ## Lab fleet up, deploy (checks, install, audit, verify), drif
 	$(PLAYBOOK) deploy.yml
 	$(PLAYBOOK) drift.yml
 	$(PLAYBOOK) lab/show.yml
-	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
+	$(PY) scripts/fleet_report.py --html $(REPORT_HTML) $(LAB_HOSTS)
 
 audit: venv ## ansible-playbook audit.yml on the lab fleet
 	$(PLAYBOOK) audit.yml
@@ -68,8 +70,11 @@ drift: venv ## ansible-playbook drift.yml on the lab fleet (read-only: where hos
 releases: venv ## Each lab host's releases, the current and last known good marked
 	$(PLAYBOOK) releases.yml
 
-report: venv ## The fleet's latest release, audit, verify and drift results as one table
-	$(PY) scripts/fleet_report.py $(LAB_HOSTS)
+report: venv ## The fleet's latest release, audit, verify and drift results as one table, and as a page with charts (REPORT_HTML)
+	$(PY) scripts/fleet_report.py --html $(REPORT_HTML) $(LAB_HOSTS)
+
+sweep: venv ## The source reader vs the real parser of every SGLang release on PyPI -> docs/release-sweep.md
+	nice -n 10 $(PY) scripts/release_sweep.py
 
 lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/yamllint --strict .
