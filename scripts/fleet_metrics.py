@@ -15,7 +15,6 @@ import argparse
 import os
 import pathlib
 import sys
-import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -177,17 +176,8 @@ def write_textfile(text: str, directory, name: str = FILE_NAME) -> str:
     """Write `text` to directory/name (0644, for node_exporter) through a temporary file renamed into place."""
     if not name.endswith(".prom"):
         raise ValueError(f"{name!r}: node_exporter's textfile collector reads only *.prom files")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")  # not *.prom: never read half-written
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        path = os.path.join(directory, name)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    path = os.path.join(directory, name)
+    fleet_reports.write_atomic(path, text, mode=0o644, tmp_suffix=".tmp")  # not *.prom: never read half-written
     return path
 
 

@@ -21,7 +21,6 @@ import io
 import os
 import pathlib
 import sys
-import tempfile
 
 import jinja2
 import matplotlib
@@ -229,13 +228,5 @@ def write(path, hosts, columns, reports_dir):
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = render(hosts, columns, reports_dir)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    fleet_reports.write_atomic(path, text)
     return path
