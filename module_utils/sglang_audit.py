@@ -36,11 +36,11 @@ from ansible.module_utils.sglang_source import (
     Finding,
     Runtime,
     UnknownLayout,
-    load_source,
     normalise_argv,
     predict,
     validate_argv,
 )
+from ansible.module_utils.sglang_source_cache import load_source as cached_source
 
 # Expectation keys naming an optimisation (sglang_expect.<key>: "on" | "off" | a status).
 OPTIMISATIONS = {
@@ -83,10 +83,11 @@ def find_installed(venv: str) -> str:
 
 
 def load_installed(venv: str, version: str | None = None):
-    """(SglangSource, path) of the sglang installed in ``venv``; checks the version if given."""
+    """(SglangSource, path) of the sglang installed in ``venv``; checks the version if given. As root
+    (deploy), the reading is cached in the venv for the next readers (module_utils/sglang_source_cache.py)."""
     where = find_installed(venv)
     try:
-        src = load_source(where)
+        src = cached_source(where, write=os.geteuid() == 0)
     except UnknownLayout as exc:
         raise AuditError(f"cannot read the installed SGLang: {exc}") from exc
     if version and src.version != version:
@@ -341,7 +342,7 @@ def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *,
         argv = to_argv(args)
     except ArgsError as exc:
         raise AuditError(f"{where}{exc}") from exc
-    problems = validate_argv(src, argv)
+    problems = validate_argv(src, argv, model_config, hardware)   # + start-up refusals for this model
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise AuditError(f"{where}sglang {src.version} would refuse these arguments: "

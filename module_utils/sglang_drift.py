@@ -26,7 +26,8 @@ import re
 
 from ansible.module_utils.sglang_args import REDACTED, SECRET_FIELDS, ArgsError, redact_argv, to_argv
 from ansible.module_utils.sglang_audit import AuditError, _same, _show, find_installed, read_server
-from ansible.module_utils.sglang_source import UnknownLayout, load_source, normalise_argv
+from ansible.module_utils.sglang_source import UnknownLayout, normalise_argv
+from ansible.module_utils.sglang_source_cache import load_source
 
 MARKER = ".sglang-fleet-lock.txt"
 
