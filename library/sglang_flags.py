@@ -11,6 +11,10 @@ description:
   - Unknown flags come with the closest matches, removed or renamed flags with their
     replacement in this release, ambiguous prefixes with the candidates, bad choices or types
     with the allowed values.
+  - With O(model_config), also checks what that release's start-up resolution would refuse for
+    this model although its parser accepts the argv (e.g. 0.5.10 - 0.5.13.post1 raise ValueError
+    for speculative decoding on a hybrid linear-attention model with the radix cache on and
+    C(--mamba-scheduler-strategy no_buffer)), citing the rule's file:line in the release.
   - Fails (before anything changes) when the release would reject the argv; deprecated
     aliases that still work are returned as warnings.
   - Read-only.
@@ -18,6 +22,11 @@ options:
   source_dir: {description: The C(sglang) package folder of the release., type: path, required: true}
   argv: {description: SGLang arguments (no program name)., type: list, elements: str, required: true}
   host: {description: Name used in messages., type: str, default: ""}
+  model_config:
+    description: "The model's config.json (at least C(architectures)); empty: the start-up checks that need it are skipped."
+    type: dict
+    default: {}
+  hardware: {description: "GPU facts (gpu_model, ...; ansible_facts.sglang_gpu).", type: dict, default: {}}
 """
 
 EXAMPLES = r"""
@@ -25,6 +34,7 @@ EXAMPLES = r"""
   sglang_flags:
     source_dir: ~/.cache/sglang-fleet/wheelhouse/src/sglang-0.5.20/sglang
     argv: "{{ sglang_args | sglang_argv }}"
+    model_config: {architectures: [Qwen3_5ForConditionalGeneration]}
   delegate_to: localhost
 """
 
@@ -38,7 +48,8 @@ normalised: {description: "The settings the argv makes, by dest, when it parses.
 import dataclasses
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_source import UnknownLayout, load_source, normalise_argv, validate_argv
+from ansible.module_utils.sglang_source import UnknownLayout, normalise_argv, validate_argv
+from ansible.module_utils.sglang_source_cache import load_source
 
 
 def main():
@@ -47,16 +58,19 @@ def main():
             source_dir=dict(type="path", required=True),
             argv=dict(type="list", elements="str", required=True),
             host=dict(type="str", default=""),
+            model_config=dict(type="dict", default={}),
+            hardware=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     where = f"{module.params['host']}: " if module.params["host"] else ""
     try:
-        src = load_source(module.params["source_dir"])
+        src = load_source(module.params["source_dir"], write=True)  # the controller's extracted copy
     except (UnknownLayout, OSError) as exc:
         module.fail_json(msg=f"{where}cannot read the SGLang source in {module.params['source_dir']}: {exc}. "
                              "Run deploy.yml (its ml_env role downloads and extracts the release) first.")
-    problems = validate_argv(src, module.params["argv"])
+    problems = validate_argv(src, module.params["argv"], module.params["model_config"] or None,
+                             module.params["hardware"])
     errors = [p for p in problems if p.severity == "error"]
     result = dict(
         changed=False,

@@ -7,6 +7,7 @@ SGLang simulator without Ansible.
     src.version, src.era, src.flags          # flag table, era "A" | "B" | "C"
     build_parser(src)                        # argparse parser that accepts/rejects argv like SGLang
     validate_argv(src, argv)                 # -> [Problem] before anything changes on a host
+    validate_argv(src, argv, model_config)   # ... plus what start-up would refuse for that model
     normalise_argv(src, argv)                # -> {dest: value}  ("--tp 2" -> {"tp_size": 2})
     predict(src, args, hardware, model_config)   # -> [Finding], one per optimisation
 
@@ -37,18 +38,30 @@ import dataclasses
 import difflib
 import functools
 import json
+import platform
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "FLAG_HISTORY", "Finding", "Flag", "Problem", "Rule", "Runtime", "SglangSource",
-    "UnknownLayout", "build_parser", "load_source", "normalise_argv", "predict", "validate_argv",
+    "PYTHON_FLOOR", "UnknownLayout", "UnsupportedPython", "build_parser", "load_source", "normalise_argv", "predict", "startup_refusals",
+    "validate_argv",
 ]
 
 
 class UnknownLayout(Exception):
     """The installed sglang tree does not match any known flag layout (era)."""
+
+
+# The reader needs ast.unparse (3.9): the floor of the host's Python for the flag check, the audit
+# and drift (tests/source/test_reader_host_pythons.py runs them under 3.8-3.13).
+PYTHON_FLOOR = (3, 9)
+
+
+class UnsupportedPython(UnknownLayout):
+    """The host's Python is older than the reader needs."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +114,7 @@ class Problem:
 
     flag: str
     kind: str          # unknown | removed | renamed | ambiguous | bad_choice | bad_type | missing_value | help
+    #                    | refused_at_start (parses, but ServerArgs raises at start for this model)
     message: str
     suggestion: list[str] = dataclasses.field(default_factory=list)
     # "error": the release's parser rejects the argv; "warning": accepted (deprecated alias)
@@ -381,6 +395,8 @@ def _py(v):
         return [_py(x) for x in v]
     if isinstance(v, tuple):
         return tuple(_py(x) for x in v)
+    if isinstance(v, (set, frozenset)):  # a set's order changes with each process's hash seed: sort it
+        return sorted((_py(x) for x in v), key=lambda x: (type(x).__name__, str(x)))
     return v
 
 
@@ -967,6 +983,11 @@ def _read_version(pkg: Path) -> str:
 
 def load_source(sglang_dir) -> SglangSource:
     """Read the sglang package at ``sglang_dir`` (the folder holding ``srt/server_args.py``)."""
+    if sys.version_info < PYTHON_FLOOR:
+        raise UnsupportedPython(
+            f"reading SGLang's source on the host needs Python {'.'.join(map(str, PYTHON_FLOOR))} or newer, and "
+            f"Ansible runs {sys.executable} ({platform.python_version()}) there: set ansible_python_interpreter "
+            "for this host to a newer Python (the ml-env venv's bin/python is one)")
     pkg = Path(sglang_dir)
     if pkg.name != "sglang" and (pkg / "sglang").is_dir():
         pkg = pkg / "sglang"
@@ -1316,8 +1337,13 @@ def _fmt_cands(cands):
     return ", ".join(cands)
 
 
-def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
+def validate_argv(src: SglangSource, argv: list[str], model_config: dict | None = None,
+                  hardware: dict | None = None) -> list[Problem]:
     """Every problem the installed release's parser would hit in ``argv`` (not just the first).
+
+    With the model's ``model_config`` (config.json), also what the release's ServerArgs resolution
+    would refuse at start for that model once the argv parses (kind "refused_at_start", see
+    startup_refusals).
 
     Deprecated aliases that still work are reported as kind "renamed" with their replacement;
     everything else (unknown, removed, ambiguous, bad_choice, bad_type, missing_value) makes
@@ -1443,6 +1469,8 @@ def validate_argv(src: SglangSource, argv: list[str]) -> list[Problem]:
             out.append(Problem(a.option_strings[0], "missing_value",
                                f"sglang {v} requires {a.option_strings[0]}: argparse fails with 'the "
                                f"following arguments are required: {_astr(a)}'. Add it.", []))
+    if model_config and not any(p.severity == "error" for p in out):
+        out += startup_refusals(src, normalise_argv(src, argv), model_config, hardware)
     return out
 
 
@@ -1605,6 +1633,7 @@ def _extract_rules(src: SglangSource, tree: _Tree) -> dict[str, Rule]:
     if "flashinfer_allreduce_fusion_auto_enable" not in rules:
         _sm100_fusion_rules(tree, rules)
     _default_prefill_backend(tree, rules)
+    _mamba_speculative_radix_rule(tree, rules)
     return rules
 
 
@@ -1670,6 +1699,210 @@ def _default_prefill_backend(tree: _Tree, rules: dict) -> None:
             rules["default_prefill_backend"] = Rule("default_prefill_backend", mod.rel, ret.lineno,
                                                     mod.lines[ret.lineno - 1].strip(), {"backend": backend})
             return
+
+
+# --------------------------------------------------------------------------------------
+# Start-up refusals: argv the parser accepts but ServerArgs' resolution raises on, for a model
+# --------------------------------------------------------------------------------------
+
+_MAMBA_HANDLER = "_handle_mamba_radix_cache"
+
+
+def _fstring_text(node) -> str:
+    """The text of a (possibly f-) string literal, ``{name}`` for each placeholder."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else
+                       "{%s}" % (v.value.id if isinstance(v.value, ast.Name) else "...")
+                       for v in node.values)
+    return ""
+
+
+def _arch_test(test) -> list[str] | None:
+    """The architectures of ``model_arch in [...]`` / ``model_arch == "X"``, else None."""
+    if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "model_arch" and len(test.ops) == 1):
+        return None
+    right = test.comparators[0]
+    if isinstance(test.ops[0], ast.Eq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+        return [right.value]
+    if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+        return [e.value for e in right.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return None
+
+
+def _handler_calls(body, archs=None, conds=()):
+    """``(call, archs of the innermost model_arch test, [other enclosing if tests])`` for each
+    ``self._handle_mamba_radix_cache(...)`` call in ``body`` (if/elif chains followed)."""
+    for st in body:
+        if isinstance(st, ast.If):
+            inner = _arch_test(st.test)
+            if inner is not None:
+                yield from _handler_calls(st.body, inner, conds)
+            else:
+                yield from _handler_calls(st.body, archs, conds + (st.test,))
+            yield from _handler_calls(st.orelse, archs, conds)
+            continue
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for n in ast.walk(st):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == _MAMBA_HANDLER:
+                yield n, archs, list(conds)
+
+
+def _linear_attn_registrations(tree: _Tree) -> dict:
+    """``{arch: {support_mamba_cache, support_mamba_cache_extra_buffer, file, line}}`` of every
+    ``LinearAttnModelSpec(arch_names=[...], ...)`` literal in the package (the registry behind
+    ``get_linear_attn_spec_by_arch``; configs/linear_attn_model_registry.py, 0.5.11+)."""
+    reg = tree.module("sglang/srt/configs/linear_attn_model_registry.py")
+    if reg is None:
+        return {}
+    defaults = {"support_mamba_cache": True, "support_mamba_cache_extra_buffer": False}
+    cls = reg.classes.get("LinearAttnModelSpec")
+    for st in cls.body if cls is not None else []:
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and \
+                st.target.id in defaults and isinstance(st.value, ast.Constant):
+            defaults[st.target.id] = bool(st.value.value)
+    out = {}
+    for path in sorted((tree.pkg / "srt").rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "LinearAttnModelSpec(" not in text or path.name == "linear_attn_model_registry.py":
+            continue
+        mod = tree.module(str(path.relative_to(tree.root)))   # recorded (sglang_source_cache stamps it)
+        rel = mod.rel
+        for n in ast.walk(mod.ast):
+            if not (isinstance(n, ast.Call) and _callee(n) == "LinearAttnModelSpec"):
+                continue
+            kw = {k.arg: k.value for k in n.keywords if k.arg}
+            names = kw.get("arch_names")
+            if not isinstance(names, (ast.List, ast.Tuple)):
+                continue
+            spec = {k: bool(kw[k].value) if isinstance(kw.get(k), ast.Constant) else d
+                    for k, d in defaults.items()}
+            for e in names.elts:
+                if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                    out[e.value] = dict(spec, file=rel, line=n.lineno)
+    return out
+
+
+def _mamba_speculative_radix_rule(tree: _Tree, rules: dict) -> None:
+    """0.5.10 - 0.5.13.post1: ``ServerArgs._handle_mamba_radix_cache`` raises ValueError("Speculative
+    decoding for {model_arch} is not compatible with radix cache when using
+    --mamba-scheduler-strategy no_buffer ...") for a hybrid linear-attention (mamba) model when
+    speculative decoding is on, the radix cache is not disabled and the strategy is no_buffer (0.5.11
+    srt/server_args.py:2453; up to 0.5.9 it disabled the radix cache with a warning, from 0.5.14 it
+    picks extra_buffer or no_buffer itself). The architectures are read from its callers in this
+    release: the ``model_arch in [...]`` branches of _handle_model_specific_adjustments that call it
+    with the mamba cache supported, and the linear-attention registry (get_linear_attn_spec_by_arch)."""
+    sa = tree.module(_SA)
+    cls = sa.classes.get("ServerArgs") if sa is not None else None
+    if cls is None:
+        return
+    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    handler = methods.get(_MAMBA_HANDLER)
+    if handler is None:
+        return
+    raise_node = message = None
+    for n in ast.walk(handler):
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and _callee(n.exc) == "ValueError" \
+                and n.exc.args:
+            text = "".join(_fstring_text(a) for a in n.exc.args)
+            if "peculative" in text and "radix cache" in text and "no_buffer" in text:
+                raise_node, message = n, text
+                break
+    if raise_node is None:
+        return
+    # the handler's own defaults for support_mamba_cache / support_mamba_cache_extra_buffer
+    params = [a.arg for a in handler.args.args]
+    defaults = dict(zip(params[len(params) - len(handler.args.defaults):], handler.args.defaults))
+    dflt = {k: bool(defaults[k].value) if isinstance(defaults.get(k), ast.Constant) else True
+            for k in ("support_mamba_cache", "support_mamba_cache_extra_buffer")}
+    registry = None
+    archs, conditional = {}, {}
+    for fn in methods.values():
+        for call, call_archs, conds in _handler_calls(fn.body):
+            kw = {k.arg: k.value for k in call.keywords if k.arg}
+            from_registry = any(isinstance(v, ast.Attribute) and v.attr == "support_mamba_cache"
+                                for v in kw.values())
+            if from_registry:          # if _hybrid_spec is not None: self._handle_mamba_radix_cache(...)
+                if registry is None:
+                    registry = _linear_attn_registrations(tree)
+                for arch, spec in registry.items():
+                    if spec["support_mamba_cache"]:
+                        archs.setdefault(arch, {"line": call.lineno, "registered": f"{spec['file']}:{spec['line']}",
+                                                "extra_buffer": spec["support_mamba_cache_extra_buffer"]})
+                continue
+            if not call_archs:
+                continue
+            flags = {k: bool(kw[k].value) if isinstance(kw.get(k), ast.Constant) else dflt[k] for k in dflt}
+            if not flags["support_mamba_cache"]:   # disables the radix cache itself, never raises
+                continue
+            site = {"line": call.lineno, "extra_buffer": flags["support_mamba_cache_extra_buffer"]}
+            for arch in call_archs:
+                if conds:
+                    conditional.setdefault(arch, dict(site, condition=" and ".join(sa.seg(c) for c in conds)))
+                else:
+                    archs.setdefault(arch, site)
+    auto = None
+    for fn in methods.values():
+        for n in ast.walk(fn):
+            if isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and \
+                    isinstance(n.test.left, ast.Attribute) and n.test.left.attr == "mamba_scheduler_strategy" \
+                    and any(isinstance(c, ast.Constant) and c.value == "auto" for c in n.test.comparators):
+                for st in n.body:
+                    if isinstance(st, ast.Assign) and isinstance(st.value, ast.Constant) and any(
+                            isinstance(t, ast.Attribute) and t.attr == "mamba_scheduler_strategy" for t in st.targets):
+                        auto = auto or st.value.value
+    env = tree.module("sglang/srt/environ.py")
+    rules["mamba_speculative_radix_cache"] = Rule(
+        "mamba_speculative_radix_cache", sa.rel, raise_node.lineno, sa.lines[raise_node.lineno - 1].strip(),
+        {"function": f"ServerArgs.{_MAMBA_HANDLER}", "message": message, "archs": archs,
+         "conditional": conditional, "auto_strategy": auto,
+         "spec_v2_env": env is not None and "SGLANG_ENABLE_SPEC_V2" in env.text})
+
+
+def _rocm(hardware: dict | None) -> bool:
+    return bool(re.search(r"\bAMD\b|Instinct|\bMI\d{3}", str((hardware or {}).get("gpu_model") or "")))
+
+
+def startup_refusals(src: SglangSource, args: dict, model_config: dict | None,
+                     hardware: dict | None = None) -> list[Problem]:
+    """What the release's ServerArgs resolution would raise on at start for this model, though the
+    parser accepts the argv. ``args``: normalised (normalise_argv); ``model_config``: config.json
+    (``architectures[0]`` is SGLang's ``model_arch``); nothing is said without it."""
+    rule = src.rules.get("mamba_speculative_radix_cache")
+    archs = list((model_config or {}).get("architectures") or [])
+    if rule is None or not archs:
+        return []
+    arch = archs[0]
+    site = rule.data["archs"].get(arch)
+    algorithm = _arg(src, args, "speculative_algorithm")
+    strategy = _arg(src, args, "mamba_scheduler_strategy", "auto")
+    if strategy == "auto":
+        strategy = rule.data.get("auto_strategy")
+    if site is None or not algorithm or _arg(src, args, "disable_radix_cache", False) \
+            or strategy != "no_buffer" or _rocm(hardware):   # ROCm: disables the radix cache itself
+        return []
+    sa = rule.file
+    via = f"reached from :{site['line']} for {arch}" + (
+        f", registered at {site['registered']}" if site.get("registered") else "")
+    said = rule.data["message"].replace("{model_arch}", arch)
+    strategy_opt = _opt(src, "--mamba-scheduler-strategy")
+    extra = site.get("extra_buffer") and strategy_opt is not None and any(
+        "extra_buffer" in str(c) for c in (src.by_option[strategy_opt].choices or []))
+    fix = "add disable_radix_cache: true to sglang_args (prefix caching off)"
+    if extra:
+        fix += (", or set mamba_scheduler_strategy: extra_buffer in sglang_args"
+                + (' and SGLANG_ENABLE_SPEC_V2: "1" in sglang_service_environment' if rule.data.get("spec_v2_env")
+                   else ""))
+    msg = (f"{arch} is a hybrid linear-attention (mamba) model, and sglang {src.version} does not run "
+           f"speculative decoding (--speculative-algorithm {algorithm}) with its radix cache under "
+           f"--mamba-scheduler-strategy no_buffer ({'the default' if _arg(src, args, 'mamba_scheduler_strategy', 'auto') == 'auto' else 'as given'}): "
+           f"{sa}:{rule.line} ({rule.data['function']}, {via}) raises 'ValueError: {said}' at start. "
+           f"Fix: {fix}.")
+    sugg = ["--disable-radix-cache"] + ([f"{strategy_opt} extra_buffer"] if extra else [])
+    return [Problem("--speculative-algorithm", "refused_at_start", msg, sugg)]
 
 
 # --------------------------------------------------------------------------------------

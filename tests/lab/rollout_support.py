@@ -16,7 +16,7 @@ from lab_fleet import BIN, ENV, REPO, deployed_lab_fleet, recap
 HOSTS = ("ct129", "h200x2", "h200x1")
 CT129_ARGS = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorithm": "NEXTN",
               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
-              "mem_fraction_static": 0.88, "context_length": 131072}
+              "mem_fraction_static": 0.88, "context_length": 131072, "disable_radix_cache": True}
 # Verify's benchmark is lab_fleet.LIGHT_VERIFY (the simulator paces tokens exactly, and the
 # cross-release gate compares runs of one workload). Each host's release carries the simulator faults that
 # `rollout_faults` (-e) gives it, in its unit's environment: a new fault is a new release, and

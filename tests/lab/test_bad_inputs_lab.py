@@ -34,7 +34,7 @@ FAST = ("--skip-tags", "sglang_verify")
 HOSTS = ("ct129", "h200x2", "h200x1")
 CT = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorithm": "NEXTN",
       "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
-      "mem_fraction_static": 0.88, "context_length": 131072}
+      "mem_fraction_static": 0.88, "context_length": 131072, "disable_radix_cache": True}
 BUSY_PORT = 31000
 GPU_FIXTURE = REPO / "tests" / "fixtures" / "gpu" / "h200x1"
 FAKE_NVIDIA_SMI = """#!/bin/sh

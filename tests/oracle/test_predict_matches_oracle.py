@@ -136,17 +136,54 @@ def test_predict_matches_oracle(release, profile, key):
 STARTUP_ERRORS = [(r, p) for r, p in CASES if fixture(r, p).get("startup_error")]
 
 
-@pytest.mark.parametrize(("release", "profile"), [
-    pytest.param(r, p, marks=pytest.mark.xfail(strict=True, reason=(
-        "defect: SGLang refuses this argv at start-up (see the fixture's startup_error), but "
-        "neither validate_argv nor predict() reports it (they do not model the hybrid "
-        "linear-attention / radix-cache rule of _handle_mamba_radix_cache)")))
-    for r, p in STARTUP_ERRORS])
+def refusals_for(release, profile):
+    """validate_argv's errors for the profile's argv, with its model's config and GPUs."""
+    prof = oracle.PROFILES[profile]
+    src = source(release)
+    argv = ["--model-path", f"/models/{prof['model']}"] + prof["argv"]
+    hardware = {"gpu_model": prof["gpu_model"], "gpu_count": prof["gpu_count"]}
+    config = json.loads(json.dumps(prof["config"]))
+    return [p for p in sgs.validate_argv(src, argv, config, hardware) if p.severity == "error"]
+
+
+@pytest.mark.parametrize(("release", "profile"), STARTUP_ERRORS)
 def test_reader_reports_what_sglang_refuses_at_startup(release, profile):
-    src, argv, findings = predict_for(release, profile)
-    problems = [p for p in sgs.validate_argv(src, argv) if p.severity == "error"]
-    refused = [f for f in findings if "refuse" in f.status or "error" in f.status]
-    assert problems or refused, fixture(release, profile)["startup_error"]
+    """SGLang's own resolution raised (the fixture's startup_error): validation must refuse the
+    argv first, at the same source line, with SGLang's message and a fix that SGLang accepts."""
+    err = fixture(release, profile)["startup_error"]
+    problems = refusals_for(release, profile)
+    assert [p.kind for p in problems] == ["refused_at_start"], problems
+    msg = problems[0].message
+    # the oracle's traceback line is the `raise ValueError(` statement in the release
+    assert f"sglang/{err['file']}:{err['line']} " in msg, (msg, err)
+    assert f"{err['type']}: {err['message']}" in msg
+    assert "Fix: add disable_radix_cache: true to sglang_args" in msg
+    # the fix: the oracle resolves the same argv with --disable-radix-cache without an error
+    fixed = fixture(release, f"{profile}-no-radix")
+    assert fixed["argv"] == fixture(release, profile)["argv"] + ["--disable-radix-cache"]
+    assert not fixed.get("startup_error") and fixed.get("resolved")
+
+
+@pytest.mark.parametrize("release", sorted({r for r, _ in STARTUP_ERRORS}))
+def test_the_other_suggested_fix_starts_in_sglang(release, monkeypatch):
+    """The message's second fix (--mamba-scheduler-strategy extra_buffer) run live through the
+    oracle: SGLang's own resolution accepts it, and so does validation."""
+    (problem,) = refusals_for(release, "ct129")
+    assert problem.suggestion == ["--disable-radix-cache", "--mamba-scheduler-strategy extra_buffer"]
+    profile = dict(oracle.PROFILES["ct129"])
+    profile["argv"] = profile["argv"] + problem.suggestion[1].split()
+    monkeypatch.setitem(oracle.PROFILES, "ct129-extra-buffer", profile)
+    live = oracle.resolve(release, "ct129-extra-buffer")
+    assert live.get("error") is None, live.get("stderr_tail")
+    assert live.get("startup_error") is None and live["resolved"]
+    assert refusals_for(release, "ct129-extra-buffer") == []
+
+
+@pytest.mark.parametrize(("release", "profile"), [
+    (r, p) for r, p in CASES if not fixture(r, p).get("startup_error")])
+def test_reader_refuses_nothing_sglang_starts_with(release, profile):
+    """SGLang's own resolution went through: validation must not refuse the argv."""
+    assert refusals_for(release, profile) == []
 
 
 def test_fixture_matrix_covers_three_layouts():

@@ -37,11 +37,16 @@ QWEN36 = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "q
           "text_config": {"hidden_size": 5120, "num_hidden_layers": 64},
           "vision_config": {"depth": 27}}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
-CT129_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+# The seeds' flags, as the lab's ct129 runs them: 0.5.10 - 0.5.13.post1 refuse speculative decoding
+# on this hybrid linear-attention model with the radix cache on (see test_refused_at_start_...).
+SEEDS_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
               "--mem-fraction-static", "0.88", "--context-length", "131072"]
+CT129_ARGV = SEEDS_ARGV + ["--disable-radix-cache"]
 MTP1_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
-             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2"]
+             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
+             "--disable-radix-cache"]
+ORACLE = REPO / "tests" / "fixtures" / "oracle"
 
 
 SOURCE_READER = REPO / "module_utils" / "sglang_source.py"
@@ -226,7 +231,7 @@ def test_tp_larger_than_declared_gpus_fails(sim):
 def test_config_yaml_is_merged_cli_wins(sim, tmp_path):
     yml = tmp_path / "launch.yaml"
     yml.write_text("tp-size: 2\nspeculative-algorithm: NEXTN\nenable-metrics: true\n"
-                   "context-length: 4096\n")
+                   "context-length: 4096\ndisable-radix-cache: true\n")
     s = sim("0.5.11", ["--config", str(yml), "--context-length", "8192"])
     s.wait_healthy()
     info = s.json("/server_info")
@@ -277,7 +282,7 @@ def test_secrets_in_clear_as_in_the_real_release(sim, version, launch, logged):
 
 
 def test_speculative_auto_choice_when_unset(sim):
-    s = sim("0.5.11", ["--tp", "2", "--speculative-algorithm", "NEXTN"])
+    s = sim("0.5.11", ["--tp", "2", "--speculative-algorithm", "NEXTN", "--disable-radix-cache"])
     s.wait_healthy()
     info = s.json("/server_info")
     assert (info["speculative_algorithm"], info["speculative_num_steps"],
@@ -292,9 +297,27 @@ def test_piecewise_on_for_a_text_model(sim):
     info = s.json("/server_info")
     assert info["disable_piecewise_cuda_graph"] is False
     assert info["speculative_algorithm"] is None
-    findings = {f["name"]: f for f in s.json("/sim/findings")["findings"]}
-    assert findings["prefill/piecewise CUDA graph"]["status"] == "on"
-    assert findings["FlashInfer all-reduce fusion"]["status"] == "unavailable on this hardware"
+    assert info["enable_flashinfer_allreduce_fusion"] is False     # SM86: no fusion kernels
+    assert s.get("/sim/findings")[0] == 404     # no view of predict()'s findings (the code under test)
+
+
+@pytest.mark.parametrize("release", ["0.5.11", "0.5.13.post1"])
+def test_refused_at_start_like_sglang_for_the_seeds_flags(sim, release):
+    """SGLang's own ServerArgs (the oracle fixture, scripts/sglang_oracle.py) raises for the seeds'
+    argv on these releases; the simulator exits 1 at start with the same error and line."""
+    err_want = json.loads((ORACLE / release / "ct129.json").read_text())["startup_error"]
+    s = sim(release, SEEDS_ARGV)
+    rc, err = run_to_exit(s)
+    assert rc == 1
+    assert f'File "sglang/{err_want["file"]}", line {err_want["line"]}, in _handle_mamba_radix_cache' in err
+    assert err.rstrip("\n").endswith(f"{err_want['type']}: {err_want['message']}")
+
+
+def test_the_seeds_flags_start_where_sglang_accepts_them(sim):
+    assert json.loads((ORACLE / "0.5.15.post1" / "ct129.json").read_text())["resolved"]
+    s = sim("0.5.15.post1", SEEDS_ARGV)
+    s.wait_healthy()
+    assert s.json("/server_info")["speculative_algorithm"] == "EAGLE"
 
 
 def test_ct129_profile_on_0_5_20(sim):
