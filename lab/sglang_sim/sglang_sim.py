@@ -11,10 +11,14 @@ It is NOT SGLang: no model runs and the text is "A".."Z" cycling. What it reprod
   parser from the source, so a bad flag prints argparse's usage + error and exits 2;
   ``--config file.yaml`` is merged the way SGLang's ConfigArgumentMerger does (exact ``--config``
   token only, config first, CLI wins);
-* resolved settings in ``/server_info``: every flag with its default, argv applied, SGLang's
-  startup resolution as ``sglang_source.predict`` reads it from this release (NEXTN->EAGLE,
-  speculative auto-choice, the multimodal prefill-graph rule, ...), simple fallbacks
-  (served_model_name/tokenizer_path, mem_fraction_static), then the fault knobs;
+* resolved settings in ``/server_info``: every flag with its default, argv applied, then SGLang's
+  startup resolution from an oracle fixture (``oracle/<release>/*.json`` next to this file, made by
+  scripts/sglang_oracle.py with the release's own ServerArgs code) when one matches exactly, else
+  from this file's own table (NEXTN->EAGLE, speculative auto-choice, the multimodal prefill-graph
+  rule); never from ``sglang_source.predict``; simple fallbacks, then the fault knobs;
+* start-up refusals of ServerArgs, from this file's own table: 0.5.10 - 0.5.13.post1 exit 1 with
+  SGLang's ValueError for speculative decoding on a hybrid linear-attention model with the radix
+  cache on and the no_buffer mamba strategy (``startup_refusal``);
 * the endpoints and field names of the real server, streaming as SSE, Prometheus ``/metrics``;
 * decode speed from the roofline below, paced with real sleeps.
 
@@ -55,7 +59,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_CONFIG = "/etc/sglang-sim/config.json"
-FAULT_KNOBS = ("never_healthy", "slow_start_s", "degrade_factor", "disable_optimization", "crash_after_requests")
+FAULT_KNOBS = ("never_healthy", "slow_start_s", "degrade_factor", "disable_optimization", "crash_after_requests",
+               "rendezvous_timeout_s")
 
 BW_EFFICIENCY = 0.85
 SIM_EFFICIENCY = 0.47
@@ -322,49 +327,128 @@ def accept_length(steps, topk, draft) -> float:
     return round(1.0 + sum(PER_TOKEN_ACCEPT ** i for i in range(1, depth + 1)), 4)
 
 
-def _finding_get(f, key, default=None):
-    return f.get(key, default) if isinstance(f, dict) else getattr(f, key, default)
+# ----------------------------------------------------------------------------- resolution
+# The simulator's resolved settings never come from sglang_source.predict (the code the audit
+# checks them against). Two independent sources, in this order:
+# 1. an oracle fixture (tests/fixtures/oracle/<release>/<profile>.json, when copied next to this
+#    file as oracle/), made by scripts/sglang_oracle.py with the release's OWN ServerArgs
+#    resolution, when its GPUs, architecture and argv are exactly this server's (the lab does not
+#    copy them: its argv carries --host/--port and never matches exactly);
+# 2. else this table, written from the real sources (file:line below), for the few rules the
+#    audit looks at.
+ORACLE_DIR = HERE / "oracle"
+# configs/model_config.py `multimodal_model_archs` (0.5.11 :1490, 0.5.23 :1702): the two the
+# lab and tests use.
+MULTIMODAL_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+                    "Qwen2_5_VLForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+                    "Qwen3VLForConditionalGeneration")
+# `multimodal_breakable_cuda_graph_supported_model_archs` from 0.5.16 (Qwen3.5 on it).
+BREAKABLE_MM_SINCE = (0, 5, 16)
+BREAKABLE_MM_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+PREFILL_BACKEND_SINCE = (0, 5, 14)   # --cuda-graph-backend-prefill (era B)
 
 
-def _set(resolved: dict, dest: str, value) -> None:
-    if dest in resolved:
-        resolved[dest] = value
+def _oracle_fixture(version, hardware, model_config, argv):
+    """The oracle's resolved fields for exactly this release, GPUs, architecture and argv."""
+    folder = ORACLE_DIR / str(version)
+    archs = list(model_config.get("architectures") or [])
+    tail = [a for i, a in enumerate(argv) if a != "--model-path" and (i == 0 or argv[i - 1] != "--model-path")]
+    tail = [a for i, a in enumerate(tail) if a != "--port" and (i == 0 or tail[i - 1] != "--port")]
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            fx = json.loads(path.read_text())
+        except ValueError:
+            continue
+        hw = fx.get("hardware", {})
+        if fx.get("resolved") and hw.get("gpu_model") == hardware.get("gpu_model") and \
+                int(hw.get("gpu_count", 0)) == int(hardware.get("gpu_count", 0)) and \
+                fx.get("architectures") == archs and fx.get("argv") == tail:
+            return fx["resolved"]
+    return None
 
 
-def apply_findings(resolved: dict, findings) -> None:
-    """Write `predict`'s decisions (one Finding per optimisation) into the resolved args.
+def _table_resolution(version, resolved, model_config, hardware):
+    """SGLang's start-up resolution of the audited settings, from this table (see above)."""
+    v = version_tuple(version)
+    arch = (model_config.get("architectures") or [""])[0]
+    mm = arch in MULTIMODAL_ARCHS
+    # NEXTN is run as EAGLE (0.5.11 srt/server_args.py `_handle_speculative_decoding`:
+    # `if self.speculative_algorithm == "NEXTN": self.speculative_algorithm = "EAGLE"`), and unset
+    # steps/topk/draft tokens come from auto_choose_speculative_params: (3, 1, 4) by default.
+    if resolved.get("speculative_algorithm") == "NEXTN":
+        resolved["speculative_algorithm"] = "EAGLE"
+    if resolved.get("speculative_algorithm") in ("EAGLE", "EAGLE3"):
+        if resolved.get("speculative_num_steps") is None:
+            steps, topk, draft = (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
+            resolved["speculative_num_steps"] = steps
+            if resolved.get("speculative_eagle_topk") is None:
+                resolved["speculative_eagle_topk"] = topk
+            if resolved.get("speculative_num_draft_tokens") is None:
+                resolved["speculative_num_draft_tokens"] = draft
+        if resolved.get("speculative_eagle_topk") is None:
+            resolved["speculative_eagle_topk"] = 1
+        if resolved.get("speculative_num_draft_tokens") is None:
+            resolved["speculative_num_draft_tokens"] = int(resolved["speculative_num_steps"]) + 1
+    # Prefill graph. Era A 0.5.10-0.5.13: on unless a rule disables it (0.5.11 server_args.py:1229
+    # `if self.get_model_config().is_multimodal: self.disable_piecewise_cuda_graph = True`),
+    # --enforce-piecewise-cuda-graph skips the rules (:1196). Era B/C: default backend breakable
+    # on CUDA (model_executor/cuda_graph_config.py `default_prefill_backend`), the "multimodal
+    # model" rule disables it unless the arch is on the breakable allow-list; an explicit
+    # --cuda-graph-backend-prefill skips the rules.
+    if v < PREFILL_BACKEND_SINCE:
+        if "disable_piecewise_cuda_graph" in resolved and not resolved.get("enforce_piecewise_cuda_graph"):
+            if mm:
+                resolved["disable_piecewise_cuda_graph"] = True
+    elif "cuda_graph_backend_prefill" in resolved and resolved.get("cuda_graph_backend_prefill") is None:
+        if resolved.get("disable_cuda_graph"):
+            resolved["cuda_graph_backend_prefill"] = "disabled"
+        elif mm and not (v >= BREAKABLE_MM_SINCE and arch in BREAKABLE_MM_ARCHS) and \
+                not resolved.get("language_model_only"):
+            resolved["cuda_graph_backend_prefill"] = "disabled"
+        else:
+            resolved["cuda_graph_backend_prefill"] = "breakable"
+    # FlashInfer all-reduce fusion needs SM90/SM100 (its kernels); on other GPUs it stays off.
+    # (Which architectures get it auto-enabled is left to the oracle fixtures.)
 
-    "speculative decoding" (value {algorithm, num_steps, eagle_topk, num_draft_tokens}) sets the
-    speculative_* dests; "prefill/piecewise CUDA graph" sets disable_/enable_piecewise_cuda_graph
-    (bool value, <= 0.5.13) or cuda_graph_backend_prefill (backend name, 0.5.14+);
-    "FlashInfer all-reduce fusion" sets enable_flashinfer_allreduce_fusion. A finding named after
-    a dest with a concrete value sets it ("auto" and context_length are left to SGLang's runtime).
-    """
-    for f in findings:
-        name, value = _finding_get(f, "name"), _finding_get(f, "value")
-        if name == "speculative decoding":
-            if isinstance(value, dict):
-                for key in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens"):
-                    if value.get(key) is not None:
-                        _set(resolved, "speculative_" + key, value[key])
-        elif name == "prefill/piecewise CUDA graph":
-            if isinstance(value, bool):
-                _set(resolved, "disable_piecewise_cuda_graph", not value)
-                _set(resolved, "enable_piecewise_cuda_graph", value)
-            elif isinstance(value, str):
-                _set(resolved, "cuda_graph_backend_prefill", value)
-        elif name == "FlashInfer all-reduce fusion":
-            if isinstance(value, bool):
-                _set(resolved, "enable_flashinfer_allreduce_fusion", value)
-        elif name in resolved and name != "context_length" and value not in (None, "auto"):
-            resolved[name] = value
+
+# Start-up refusal, 0.5.10 - 0.5.13.post1 (own table, from the real sources): for a hybrid
+# linear-attention (mamba) model, speculative decoding with the radix cache on and
+# --mamba-scheduler-strategy no_buffer (what "auto", the default, becomes: 0.5.11
+# srt/server_args.py:1079-1082) makes ServerArgs._handle_mamba_radix_cache raise ValueError (the
+# `raise ValueError(` at srt/server_args.py 0.5.10 :2206, 0.5.11 :2453, 0.5.12 :2568, 0.5.13 :2754;
+# the .post releases have the same lines); 0.5.9 disabled the radix cache with a warning instead
+# (:1762), 0.5.14 rewrote the handler (:4380, it chooses the strategy). The Qwen3.5/Qwen3-Next
+# branch calls it (0.5.11 :2236, 0.5.13.post1 :2530); on ROCm it disables the radix cache instead.
+MAMBA_SPEC_REFUSAL = ((0, 5, 10), (0, 5, 14))
+MAMBA_SPEC_RAISE_LINE = {(0, 5, 10): 2206, (0, 5, 11): 2453, (0, 5, 12): 2568, (0, 5, 13): 2754}
+MAMBA_SPEC_ARCHS = ("Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                    "Qwen3_5ForConditionalGeneration")
+
+
+def startup_refusal(version, parsed: dict, model_config: dict, hardware: dict) -> str | None:
+    """The traceback tail the release prints when its ServerArgs refuses these args, or None."""
+    v = version_tuple(version)
+    arch = (model_config.get("architectures") or [""])[0]
+    if not (MAMBA_SPEC_REFUSAL[0] <= v < MAMBA_SPEC_REFUSAL[1]) or arch not in MAMBA_SPEC_ARCHS:
+        return None
+    if not parsed.get("speculative_algorithm") or parsed.get("disable_radix_cache") or \
+            parsed.get("mamba_scheduler_strategy") not in (None, "auto", "no_buffer") or \
+            "AMD" in str(hardware.get("gpu_model") or ""):
+        return None
+    line = MAMBA_SPEC_RAISE_LINE[v]
+    return ("Traceback (most recent call last):\n"
+            f'  File "sglang/srt/server_args.py", line {line}, in _handle_mamba_radix_cache\n'
+            "    raise ValueError(\n"
+            f"ValueError: Speculative decoding for {arch} is not compatible with radix cache when using "
+            "--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+            "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.")
 
 
 def resolve(sgs, src, parser, argv, model_config, hardware):
-    """Resolved server args by dest name, plus `predict`'s findings.
+    """Resolved server args by dest name: every flag's default with argv applied, then SGLang's
+    start-up resolution from an oracle fixture or the table above, then simple fallbacks.
 
-    Order: every flag's default with argv applied; `predict` on the normalised argv (SGLang's
-    rules as read from this release); then the simulator's own fallbacks for what is still unset.
+    `sgs` is used only for argv parsing (build_parser / normalise_argv), never for predict.
     """
     ns = vars(parser.parse_args(argv))
     resolved = {k: v for k, v in ns.items() if k not in ALIAS_DESTS}
@@ -381,29 +465,22 @@ def resolve(sgs, src, parser, argv, model_config, hardware):
     for key, value in given.items():
         if key in resolved:
             resolved[key] = value
-    findings = list(sgs.predict(src, given or dict(resolved), {**hardware, "source": "declared"},
-                                dict(model_config)) or [])
-    apply_findings(resolved, findings)
-    # Fallbacks for what predict left unset (SGLang's __post_init__ behaviour).
+    oracle = _oracle_fixture(src.version, hardware, model_config, argv)
+    if oracle is not None:
+        for key, value in oracle.items():
+            if key in resolved:
+                resolved[key] = value
+            elif key == "cuda_graph_config.prefill.backend" and "cuda_graph_backend_prefill" in resolved:
+                resolved["cuda_graph_backend_prefill"] = value
+    else:
+        _table_resolution(src.version, resolved, model_config, hardware)
     if resolved.get("tokenizer_path") is None and "tokenizer_path" in resolved:
         resolved["tokenizer_path"] = resolved.get("model_path")
     if resolved.get("served_model_name") is None and "served_model_name" in resolved:
         resolved["served_model_name"] = resolved.get("model_path")
-    if resolved.get("speculative_algorithm") == "NEXTN":
-        resolved["speculative_algorithm"] = "EAGLE"
-    if resolved.get("speculative_algorithm"):
-        if resolved.get("speculative_num_steps") is None:
-            arch = (model_config.get("architectures") or [""])[0]
-            auto = (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4)
-            resolved["speculative_num_steps"], resolved["speculative_eagle_topk"], \
-                resolved["speculative_num_draft_tokens"] = auto
-        if resolved.get("speculative_eagle_topk") is None:
-            resolved["speculative_eagle_topk"] = 1
-        if resolved.get("speculative_num_draft_tokens") is None:
-            resolved["speculative_num_draft_tokens"] = int(resolved["speculative_num_steps"]) + 1
     if "mem_fraction_static" in resolved and resolved["mem_fraction_static"] is None:
         resolved["mem_fraction_static"] = 0.85
-    return resolved, findings
+    return resolved
 
 
 def apply_faults(resolved: dict, cfg: dict) -> None:
@@ -869,11 +946,6 @@ class Handler(BaseHTTPRequestHandler):
     def chat_completions(self, body):
         self._openai(body, chat=True)
 
-    def sim_findings(self, _body):
-        self._json(200, {"findings": FINDINGS})
-
-
-FINDINGS: list = []
 ROUTES = {
     "/health": ("GET", Handler.health),
     "/health_generate": ("GET", Handler.health),
@@ -886,16 +958,206 @@ ROUTES = {
     "/generate": ("POST", Handler.generate),
     "/v1/completions": ("POST", Handler.completions),
     "/v1/chat/completions": ("POST", Handler.chat_completions),
-    "/sim/findings": ("GET", Handler.sim_findings),
 }
 
 
-def _finding_dict(f) -> dict:
-    if isinstance(f, dict):
-        return f
-    keys = ("name", "status", "value", "reason", "rule_file", "rule_line", "override",
-            "how_to_enable")
-    return {k: getattr(f, k, None) for k in keys}
+# ----------------------------------------------------------------------------- loads (router drain)
+# What a router, or a rolling deploy draining a worker behind one, reads of a worker's in-flight
+# requests. The real numbers come from the scheduler; here they are the requests the engine is
+# generating (running) and none waiting (the simulator queues nothing).
+V1_LOADS_SINCE = (0, 5, 9)       # srt/entrypoints/v1_loads.py, first in 0.5.9 (:130 @router.get("/v1/loads"))
+GET_LOAD_UNTIL = (0, 5, 20)      # http_server.py "/get_load": 0.5.11 :648 ... 0.5.20; gone in 0.5.21
+
+
+def _running_requests(engine) -> int:
+    with engine.lock:
+        return len(engine.running)
+
+
+def _load_entry(engine) -> dict:
+    """One DP rank's core load (0.5.11 srt/managers/io_struct.py:2010 GetLoadsReqOutput: dp_rank,
+    num_running_reqs, num_waiting_reqs, num_used_tokens, num_total_tokens, max_total_num_tokens)."""
+    with engine.lock:
+        running, used = len(engine.running), sum(engine.running.values())
+    return {"dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": 0, "num_used_tokens": used,
+            "num_total_tokens": used, "max_total_num_tokens": engine.capacity}
+
+
+def v1_loads(handler, _body):
+    """GET /v1/loads (0.5.22 srt/entrypoints/v1_loads.py:96-150): {timestamp, version, loads: [...]}."""
+    engine = handler.engine
+    if version_tuple(engine.version) < V1_LOADS_SINCE:
+        return handler._json(404, {"detail": "Not Found"})
+    handler._json(200, {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                        "version": engine.version, "loads": [_load_entry(engine)]})
+
+
+def get_load(handler, _body):
+    """GET /get_load, the legacy shape (0.5.11 srt/entrypoints/http_server.py:648-672): a list of
+    {dp_rank, num_reqs (running + waiting), num_waiting_reqs, num_tokens, num_pending_tokens, ts_tic}."""
+    engine = handler.engine
+    if version_tuple(engine.version) > GET_LOAD_UNTIL:
+        return handler._json(404, {"detail": "Not Found"})
+    e = _load_entry(engine)
+    handler._json(200, [{"dp_rank": 0, "num_reqs": e["num_running_reqs"] + e["num_waiting_reqs"],
+                         "num_waiting_reqs": e["num_waiting_reqs"], "num_tokens": e["num_total_tokens"],
+                         "num_pending_tokens": e["num_total_tokens"] - e["num_used_tokens"],
+                         "ts_tic": time.perf_counter()}])
+
+
+ROUTES.update({"/v1/loads": ("GET", v1_loads), "/get_load": ("GET", get_load)})
+
+
+# ---- Multi-node servers (--nnodes, --node-rank, --dist-init-addr) ----------------------------
+# Real SGLang: every node's TP ranks join torch.distributed at tcp://<dist_init_addr> (0.5.11
+# srt/model_executor/model_runner.py:1136-1138 `na.to_tcp()`, :1173 `timeout=dist_timeout`), so
+# no node's schedulers get ready before all nodes joined. Rank 0 then serves the API; a node of
+# rank >= 1 runs no tokenizer or HTTP API, only a dummy health server on the same --host/--port
+# (/ping, /health, /health_generate answer 200, /metrics with --enable-metrics) and waits for
+# its schedulers (0.5.11 srt/entrypoints/engine.py:712-730, 0.5.23 :1234-1283;
+# launch_dummy_health_check_server: 0.5.11 srt/utils/common.py:2524, 0.5.23 :3624; 0.5.23
+# srt/entrypoints/http_server.py:3163 returns before the HTTP server on rank >= 1).
+# The sim stands in for torch.distributed's TCPStore rendezvous with a plain TCP one: rank 0
+# listens on dist_init_addr's port, the others connect (retrying) and say their rank; when all
+# nnodes have joined rank 0 answers each, stops listening and goes on. A peer's connection that
+# closes later is a lost node: the sim exits 1 (real: NCCL errors or its watchdog end the
+# server, later and less politely). A rendezvous that does not complete fails like torch's
+# store: after --dist-timeout, else torch's default 30 min, or the lab's short
+# `rendezvous_timeout_s` knob; the messages follow torch's DistStoreError / DistNetworkError.
+TORCH_DEFAULT_PG_TIMEOUT_S = 1800
+
+
+def multinode(resolved: dict) -> tuple:
+    """(nnodes, node_rank, (host, port) of dist_init_addr or None)."""
+    nnodes = int(resolved.get("nnodes") or 1)
+    rank = int(resolved.get("node_rank") or 0)
+    addr = resolved.get("dist_init_addr")
+    if nnodes <= 1:
+        return 1, 0, None
+    if not addr:
+        raise SimError("ValueError: --dist-init-addr is required when --nnodes > 1")
+    host, _, port = str(addr).rpartition(":")
+    return nnodes, rank, (host.strip("[]"), int(port))
+
+
+def rendezvous_timeout(resolved: dict, sim_cfg: dict) -> float:
+    if sim_cfg.get("rendezvous_timeout_s") is not None:
+        return float(sim_cfg["rendezvous_timeout_s"])
+    return float(resolved.get("dist_timeout") or TORCH_DEFAULT_PG_TIMEOUT_S)
+
+
+def rendezvous(nnodes: int, rank: int, addr: tuple, timeout: float) -> list:
+    """Join the nodes (see above); returns the open connections to the peers (rank 0: every
+    other node's; rank >= 1: rank 0's). Raises SimError on timeout."""
+    import socket
+    deadline = time.monotonic() + timeout
+    if rank == 0:
+        listener = socket.create_server(("", addr[1]), reuse_port=False)
+        listener.settimeout(0.5)
+        peers = {}
+        log(f"sglang-sim rendezvous: node 0 of {nnodes} waiting on port {addr[1]}")
+        try:
+            while len(peers) < nnodes - 1:
+                if time.monotonic() > deadline:
+                    raise SimError(f"torch.distributed.DistStoreError: Timed out after {int(timeout)} seconds waiting "
+                                   f"for clients. {len(peers) + 1}/{nnodes} clients joined.")
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                conn.settimeout(5)
+                try:
+                    words = conn.recv(64).decode().split()
+                    peer = int(words[1]) if len(words) == 2 and words[0] == "rank" else -1
+                except (OSError, ValueError):
+                    peer = -1
+                if not 0 < peer < nnodes or peer in peers:
+                    conn.close()
+                    continue
+                peers[peer] = conn
+                log(f"sglang-sim rendezvous: node {peer} joined ({len(peers) + 1}/{nnodes})")
+        finally:
+            listener.close()
+        for conn in peers.values():
+            conn.sendall(b"go\n")
+        return list(peers.values())
+    while True:
+        try:
+            conn = socket.create_connection(addr, timeout=2)
+            conn.sendall(f"rank {rank}\n".encode())
+            conn.settimeout(max(0.1, deadline - time.monotonic()))
+            if conn.recv(8).startswith(b"go"):
+                log(f"sglang-sim rendezvous: node {rank} of {nnodes} joined {addr[0]}:{addr[1]}")
+                return [conn]
+            conn.close()
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise SimError(f"torch.distributed.DistNetworkError: The client socket has timed out after "
+                           f"{int(timeout)}s while trying to connect to ({addr[0]}, {addr[1]}).")
+        time.sleep(0.5)
+
+
+def watch_peers(conns: list, rank: int) -> None:
+    """Exit 1 as soon as a peer's connection closes: the distributed server lost a node."""
+    def watch(conn):
+        conn.settimeout(None)
+        try:
+            while conn.recv(64):
+                pass
+        except OSError:
+            pass
+        log(f"sglang-sim: node {rank} lost a peer node of its process group (its connection closed); "
+            "exiting like a server whose NCCL peers are gone")
+        os._exit(1)
+    for conn in conns:
+        threading.Thread(target=watch, args=(conn,), daemon=True).start()
+
+
+class FollowerHealthHandler(BaseHTTPRequestHandler):
+    """Rank >= 1: launch_dummy_health_check_server's routes only; everything else 404 (FastAPI)."""
+
+    enable_metrics = False
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path in ("/ping", "/health", "/health_generate"):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/metrics" and self.enable_metrics:
+            body = b"# sglang-sim: no scheduler metrics on a node of rank >= 1\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+        else:
+            body = b'{"detail":"Not Found"}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+
+def serve_follower(host: str, port: int, resolved: dict, rank: int) -> int:
+    FollowerHealthHandler.enable_metrics = bool(resolved.get("enable_metrics"))
+    try:
+        httpd = ThreadingHTTPServer((host, port), FollowerHealthHandler)
+    except OSError as exc:
+        print(f"sglang-sim: cannot listen on {host}:{port}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    httpd.daemon_threads = True
+    log(f"sglang-sim node {rank}: schedulers ready; no API on this node (rank 0 serves it), "
+        f"health only on http://{host}:{port}")
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown).start())
+    httpd.serve_forever(poll_interval=0.2)
+    httpd.server_close()
+    return 0
 
 
 def main(argv=None) -> int:
@@ -911,9 +1173,14 @@ def main(argv=None) -> int:
         pre = vars(parser.parse_args(argv))
         model_path = pre.get("model_path")
         model_config = load_model(model_path)
-        resolved, findings = resolve(sgs, src, parser, argv, model_config, hardware)
+        refusal = startup_refusal(src.version, pre, model_config, hardware)
+        if refusal:
+            raise SimError(refusal)
+        resolved = resolve(sgs, src, parser, argv, model_config, hardware)
         tp = int(resolved.get("tp_size") or 1)
-        if tp > int(hardware["gpu_count"]):
+        nnodes, node_rank, dist_addr = multinode(resolved)
+        # each node runs tp_size x pp_size / nnodes ranks (engine.py _calculate_rank_ranges)
+        if -(-tp * int(resolved.get("pp_size") or 1) // nnodes) > int(hardware["gpu_count"]):
             raise SimError(f"RuntimeError: tp_size={tp} needs {tp} GPUs, this host declares "
                            f"{hardware['gpu_count']} ({hardware['gpu_model']})")
         apply_faults(resolved, sim_cfg)
@@ -921,11 +1188,19 @@ def main(argv=None) -> int:
     except SimError as exc:
         print(str(exc), file=sys.stderr, flush=True)
         return 1
-    FINDINGS[:] = [_finding_dict(f) for f in findings]
+    host, port = resolved.get("host") or "127.0.0.1", int(resolved.get("port") or 30000)
+    if nnodes > 1:  # every node joins before any serves (multi-node section above)
+        try:
+            peers = rendezvous(nnodes, node_rank, dist_addr, rendezvous_timeout(resolved, sim_cfg))
+        except SimError as exc:
+            print(str(exc), file=sys.stderr, flush=True)
+            return 1
+        watch_peers(peers, node_rank)
+        if node_rank > 0:
+            return serve_follower(host, port, resolved, node_rank)
     launch = launch_command(src.version, argv)
     engine = Engine(resolved, hardware, weight_bytes, sim_cfg, model_config, src.version, launch)
     Handler.engine = engine
-    host, port = resolved.get("host") or "127.0.0.1", int(resolved.get("port") or 30000)
     try:
         httpd = ThreadingHTTPServer((host, port), Handler)
     except OSError as exc:
