@@ -2,12 +2,10 @@
 import pytest
 from ansible.module_utils.sglang_source import (
     build_parser,
-    load_source,
     normalise_argv,
     predict,
     validate_argv,
 )
-from wheels import sglang_source_tree
 
 pytestmark = pytest.mark.wheels
 
@@ -22,17 +20,6 @@ CT129_ARGV = ["--model-path", "/models/Qwen3.6-27B", "--tp", "2", "--speculative
               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
               "--speculative-num-draft-tokens", "4", "--mem-fraction-static", "0.88",
               "--context-length", "131072"]
-
-
-@pytest.fixture(scope="module")
-def src():
-    cache = {}
-
-    def get(version):
-        if version not in cache:
-            cache[version] = load_source(sglang_source_tree(version))
-        return cache[version]
-    return get
 
 
 @pytest.mark.parametrize("version", sorted(ERAS))

@@ -11,7 +11,7 @@ SGLang's own resolution.
 import re
 
 import pytest
-from ansible.module_utils.sglang_source import load_source, validate_argv
+from ansible.module_utils.sglang_source import validate_argv
 from ansible_run import run_module
 from wheels import sglang_source_tree
 
@@ -27,17 +27,6 @@ CT129_ARGV = ["--model-path", "/models/Qwen3.6-27B", "--tp", "2", "--speculative
 SGLANG_SAYS = ("Speculative decoding for Qwen3_5ForConditionalGeneration is not compatible with radix cache "
                "when using --mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, "
                "please use --mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.")
-
-
-@pytest.fixture(scope="module")
-def src():
-    cache = {}
-
-    def get(version):
-        if version not in cache:
-            cache[version] = load_source(sglang_source_tree(version))
-        return cache[version]
-    return get
 
 
 def raise_line(version) -> int:
