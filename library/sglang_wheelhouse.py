@@ -56,7 +56,6 @@ pins: {description: "The sglang wheel's exact pins on this host (name -> version
 downloaded: {description: Wheels downloaded by this run., type: list, returned: always}
 """
 
-import fcntl
 import os
 import shutil
 import zipfile
@@ -69,6 +68,7 @@ from ansible.module_utils.sglang_wheels import (
     find_uv,
     full_requirement,
     host_tags,
+    lock_wheelhouse,
     make_lock,
     parse_lock,
     pip_download,
@@ -169,10 +169,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    os.makedirs(p["dest"], exist_ok=True)
-    # Hosts of one play run this in parallel on the same wheelhouse: one at a time.
-    lock_fd = os.open(os.path.join(p["dest"], ".wheelhouse.lock"), os.O_CREAT | os.O_RDWR, 0o644)
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    lock_wheelhouse(p["dest"])
     try:
         house = Wheelhouse(module)
         # The sglang wheel alone first: its metadata gives the pins the full lock is constrained by.

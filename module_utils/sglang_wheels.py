@@ -5,6 +5,7 @@ Runs on the controller only (the sglang_wheelhouse module is delegated to localh
 library pip and uv follow, not with regexes.
 """
 
+import fcntl
 import hashlib
 import os
 import re
@@ -140,6 +141,15 @@ def parse_lock(text):
             raise WheelError(f"lock line {line!r} is not one exact pin with its sha256 hashes")
         entries[canonicalize_name(req.name)] = (specs[0].version, hashes)
     return entries
+
+
+def lock_wheelhouse(dest):
+    """Create `dest` and hold its exclusive lock until this process ends: the hosts of one play
+    (and the router's module) fill the same controller wheelhouse, one at a time."""
+    os.makedirs(dest, exist_ok=True)
+    fd = os.open(os.path.join(dest, ".wheelhouse.lock"), os.O_CREAT | os.O_RDWR, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def sha256(path):

@@ -43,7 +43,6 @@ source_dir: {description: Extracted C(sglang_router) package folder of this rele
 downloaded: {description: Wheels downloaded by this run., type: list, returned: always}
 """
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -57,6 +56,7 @@ from ansible.module_utils.sglang_wheels import (
     choose_wheel,
     find_uv,
     host_tags,
+    lock_wheelhouse,
     make_lock,
     parse_lock,
     pip_download,
@@ -142,10 +142,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    os.makedirs(p["dest"], exist_ok=True)
-    # The same lock file as sglang_wheelhouse: one writer of the wheelhouse at a time.
-    lock_fd = os.open(os.path.join(p["dest"], ".wheelhouse.lock"), os.O_CREAT | os.O_RDWR, 0o644)
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    lock_wheelhouse(p["dest"])   # the same lock as sglang_wheelhouse's
     try:
         lock_file, lock, chosen, downloaded = fill(module, p)
         source_dir = extract_package(chosen["sglang-router"], p["version"], p["dest"])
