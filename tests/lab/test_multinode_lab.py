@@ -94,6 +94,16 @@ def test_deploy_runs_one_server_over_both_nodes_with_derived_flags(fleet):
     rc, out = play(fleet, "drift.yml")
     assert rc == 0, out
     assert "drift: 2 hosts in sync, 0 drifted" in unflow(out), out
+    # audit and verify read the server's API on rank 0; rank 1 (health only) gets the static audit
+    rc, out = play(fleet, "audit.yml")
+    assert rc == 0, out
+    runtime = re.search(r"TASK \[sglang_audit : Compare the running server's resolved settings with the prediction\] "
+                        r"\**\s*(.*?)\n\s*\n", out, re.S)
+    assert runtime and f"skipping: [{RANK1}]" in runtime.group(1) and "included: " in runtime.group(1), out
+    assert RANK0 in runtime.group(1).split("included: ")[1], out
+    rc, out = play(fleet, "verify.yml")
+    assert rc == 0, out
+    assert re.search(rf"{RANK0}: PASS single-stream decode", unflow(out)) and f"{RANK1}: PASS" not in unflow(out), out
 
 
 @pytest.mark.parametrize("args,message", [
