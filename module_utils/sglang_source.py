@@ -2091,6 +2091,10 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
                            "(multimodal_breakable_cuda_graph_supported_model_archs); default prefill "
                            "backend is breakable", bf, bl, opt)
         hint = f"add {opt} {default_backend}"
+        note = _comment_above(src, file, line)
+        if note:   # e.g. 0.5.15.post1 server_args.py:3373 "Multimodal prefill replay faults under BCG."
+            hint += (f" (an explicit backend skips this rule, but SGLang's own note on it says: \"{note}\"; "
+                     "try it before serving)")
         if src.has("--language-model-only"):
             hint += " or --language-model-only (text-only serving)"
         return Finding(name, "auto-disabled", "disabled",
@@ -2099,6 +2103,23 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
     df, dl = rf("default_prefill_backend")
     return Finding(name, "on", default_backend, f"default prefill backend {default_backend} in sglang {v}; "
                    "no auto-disable rule matched the checked conditions", df, dl, override=opt)
+
+
+def _comment_above(src, file, line) -> str | None:
+    """The comment on the source line(s) just above a rule, if SGLang wrote one."""
+    if not file or not line:
+        return None
+    try:
+        with open(Path(src.path).parent / file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    said = []
+    i = line - 2
+    while 0 <= i < len(lines) and lines[i].strip().startswith("#"):
+        said.insert(0, lines[i].strip().lstrip("#").strip())
+        i -= 1
+    return " ".join(said) or None
 
 
 def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Finding:

@@ -6,6 +6,7 @@ from ansible.module_utils.sglang_source import (
     predict,
     validate_argv,
 )
+from wheels import sglang_source_tree
 
 pytestmark = pytest.mark.wheels
 
@@ -238,8 +239,14 @@ def test_prefill_graph_rule_on_0_5_15_post1_is_the_breakable_one(src):
                                         {"backend": "breakable"})
     assert "multimodal_breakable_cuda_graph_supported_model_archs" not in s.rules
     f = _finding(predict(s, normalise_argv(s, CT129_ARGV), A6000x2, QWEN36), "prefill/piecewise CUDA graph")
+    # forcing the backend skips the rule, but the release's own comment on the rule warns against it
+    lines = (sglang_source_tree("0.5.15.post1") / "srt" / "server_args.py").read_text().splitlines()
+    assert lines[3373 - 1].strip() == "# Multimodal prefill replay faults under BCG."
+    assert '("multimodal model", lambda: self.get_model_config().is_multimodal)' in lines[3374 - 1]
     assert (f.status, f.value, f.rule_file, f.rule_line, f.how_to_enable) == (
-        "auto-disabled", "disabled", "sglang/srt/server_args.py", 3374, "add --cuda-graph-backend-prefill breakable")
+        "auto-disabled", "disabled", "sglang/srt/server_args.py", 3374,
+        "add --cuda-graph-backend-prefill breakable (an explicit backend skips this rule, but SGLang's own note on "
+        "it says: \"Multimodal prefill replay faults under BCG.\"; try it before serving)")
     assert s.rules["multimodal_disables_prefill_graph_breakable"].data["function"] == \
         "_disable_breakable_cudagraph_if_incompatible"
     f = _finding(predict(s, {}, A6000x2, {"architectures": ["Qwen3ForCausalLM"]}), "prefill/piecewise CUDA graph")
