@@ -12,10 +12,8 @@ It is NOT SGLang: no model runs and the text is "A".."Z" cycling. What it reprod
   ``--config file.yaml`` is merged the way SGLang's ConfigArgumentMerger does (exact ``--config``
   token only, config first, CLI wins);
 * resolved settings in ``/server_info``: every flag with its default, argv applied, then SGLang's
-  startup resolution from an oracle fixture (``oracle/<release>/*.json`` next to this file, made by
-  scripts/sglang_oracle.py with the release's own ServerArgs code) when one matches exactly, else
-  from this file's own table (NEXTN->EAGLE, speculative auto-choice, the multimodal prefill-graph
-  rule); never from ``sglang_source.predict``; simple fallbacks, then the fault knobs;
+  startup resolution from this file's own table (NEXTN->EAGLE, speculative auto-choice, the
+  multimodal prefill-graph rule); never from ``sglang_source.predict``; simple fallbacks, then the fault knobs;
 * start-up refusals of ServerArgs, from this file's own table: 0.5.10 - 0.5.13.post1 exit 1 with
   SGLang's ValueError for speculative decoding on a hybrid linear-attention model with the radix
   cache on and the no_buffer mamba strategy (``startup_refusal``);
@@ -329,14 +327,8 @@ def accept_length(steps, topk, draft) -> float:
 
 # ----------------------------------------------------------------------------- resolution
 # The simulator's resolved settings never come from sglang_source.predict (the code the audit
-# checks them against). Two independent sources, in this order:
-# 1. an oracle fixture (tests/fixtures/oracle/<release>/<profile>.json, when copied next to this
-#    file as oracle/), made by scripts/sglang_oracle.py with the release's OWN ServerArgs
-#    resolution, when its GPUs, architecture and argv are exactly this server's (the lab does not
-#    copy them: its argv carries --host/--port and never matches exactly);
-# 2. else this table, written from the real sources (file:line below), for the few rules the
-#    audit looks at.
-ORACLE_DIR = HERE / "oracle"
+# checks them against): this table, written from the real sources (file:line below), for the
+# few rules the audit looks at.
 # configs/model_config.py `multimodal_model_archs` (0.5.11 :1490, 0.5.23 :1702): the two the
 # lab and tests use.
 MULTIMODAL_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
@@ -346,25 +338,6 @@ MULTIMODAL_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditional
 BREAKABLE_MM_SINCE = (0, 5, 16)
 BREAKABLE_MM_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
 PREFILL_BACKEND_SINCE = (0, 5, 14)   # --cuda-graph-backend-prefill (era B)
-
-
-def _oracle_fixture(version, hardware, model_config, argv):
-    """The oracle's resolved fields for exactly this release, GPUs, architecture and argv."""
-    folder = ORACLE_DIR / str(version)
-    archs = list(model_config.get("architectures") or [])
-    tail = [a for i, a in enumerate(argv) if a != "--model-path" and (i == 0 or argv[i - 1] != "--model-path")]
-    tail = [a for i, a in enumerate(tail) if a != "--port" and (i == 0 or tail[i - 1] != "--port")]
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            fx = json.loads(path.read_text())
-        except ValueError:
-            continue
-        hw = fx.get("hardware", {})
-        if fx.get("resolved") and hw.get("gpu_model") == hardware.get("gpu_model") and \
-                int(hw.get("gpu_count", 0)) == int(hardware.get("gpu_count", 0)) and \
-                fx.get("architectures") == archs and fx.get("argv") == tail:
-            return fx["resolved"]
-    return None
 
 
 def _table_resolution(version, resolved, model_config, hardware):
@@ -408,7 +381,7 @@ def _table_resolution(version, resolved, model_config, hardware):
         else:
             resolved["cuda_graph_backend_prefill"] = "breakable"
     # FlashInfer all-reduce fusion needs SM90/SM100 (its kernels); on other GPUs it stays off.
-    # (Which architectures get it auto-enabled is left to the oracle fixtures.)
+    # (Which architectures get it auto-enabled is not modelled.)
 
 
 # Start-up refusal, 0.5.10 - 0.5.13.post1 (own table, from the real sources): for a hybrid
@@ -446,7 +419,7 @@ def startup_refusal(version, parsed: dict, model_config: dict, hardware: dict) -
 
 def resolve(sgs, src, parser, argv, model_config, hardware):
     """Resolved server args by dest name: every flag's default with argv applied, then SGLang's
-    start-up resolution from an oracle fixture or the table above, then simple fallbacks.
+    start-up resolution from the table above, then simple fallbacks.
 
     `sgs` is used only for argv parsing (build_parser / normalise_argv), never for predict.
     """
@@ -465,15 +438,7 @@ def resolve(sgs, src, parser, argv, model_config, hardware):
     for key, value in given.items():
         if key in resolved:
             resolved[key] = value
-    oracle = _oracle_fixture(src.version, hardware, model_config, argv)
-    if oracle is not None:
-        for key, value in oracle.items():
-            if key in resolved:
-                resolved[key] = value
-            elif key == "cuda_graph_config.prefill.backend" and "cuda_graph_backend_prefill" in resolved:
-                resolved["cuda_graph_backend_prefill"] = value
-    else:
-        _table_resolution(src.version, resolved, model_config, hardware)
+    _table_resolution(src.version, resolved, model_config, hardware)
     if resolved.get("tokenizer_path") is None and "tokenizer_path" in resolved:
         resolved["tokenizer_path"] = resolved.get("model_path")
     if resolved.get("served_model_name") is None and "served_model_name" in resolved:
