@@ -7,14 +7,18 @@ Needs podman and the lab image (`make lab-image`).
 """
 
 import contextlib
+import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 import yaml
+
+from sglang_fleet import run_playbook
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = REPO / ".venv" / "bin"
@@ -31,11 +35,25 @@ def run(argv, timeout=600):
     return p.returncode, p.stdout + p.stderr
 
 
+class PlayOutput(str):
+    """What a play printed (for the messages a user reads), with its per-host results read by
+    sglang_fleet's runner from ansible-runner's job events (`hosts`: name -> HostResult)."""
+
+    hosts: dict
+
+
 def recap(out, host):
-    """A host's PLAY RECAP counters from ansible-playbook output."""
+    """A host's recap counters: from the job events of a LabFleet.play, else from the PLAY RECAP
+    that ansible-playbook printed (plays the tests start themselves)."""
+    if isinstance(out, PlayOutput):
+        assert host in out.hosts, out
+        result = out.hosts[host]
+        return {"ok": result.ok, "changed": result.changed, "failed": result.failed,
+                "unreachable": result.unreachable}
     m = re.search(rf"^{host}\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)
     assert m, out
-    return {"ok": int(m.group(1)), "changed": int(m.group(2)), "failed": int(m.group(4))}
+    return {"ok": int(m.group(1)), "changed": int(m.group(2)), "failed": int(m.group(4)),
+            "unreachable": int(m.group(3))}
 
 
 def unflow(out):
@@ -47,21 +65,36 @@ def unflow(out):
 # (tests/lab/test_verify_lab.py keeps the lab's defaults)
 LIGHT_VERIFY = yaml.safe_load((REPO / "lab" / "light_verify.yml").read_text())
 
+# The deployed fleets' rollouts: the canary alone, then every other host in one batch. The
+# default [1, "25%"] makes three sequential batches of a 3-host lab fleet; the rollouts'
+# batch-by-batch behaviour is tested where it is the subject (its tests pass their batches).
+# A play keyword (`serial`), so an extra var: group_vars do not reach it.
+CANARY_THEN_REST = {"sglang_rollout_batches": [1, "100%"]}
+
 
 class LabFleet:
     """A running copy of the lab inventory: play(), ssh(), and where its reports go."""
 
-    def __init__(self, inventory, reports, known_hosts):
+    def __init__(self, inventory, reports, known_hosts, extra_vars=None):
         self.inventory = inventory
+        self.extra_vars = extra_vars or {}  # before the test's own -e, which win
         self.reports = reports
         self.known_hosts = known_hosts
         data = yaml.safe_load(inventory.read_text())
         hosts = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"]
         self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
 
-    def play(self, *args, timeout=900):
-        return run([BIN / "ansible-playbook", "-i", self.inventory, "-e", f"sglang_report_dir={self.reports}", *args],
-                   timeout)
+    def play(self, playbook, *args, timeout=900):
+        """Run a playbook (relative to the repository) through sglang_fleet's ansible-runner entry
+        point: (ansible-playbook's exit status, PlayOutput)."""
+        extra = json.dumps({**self.extra_vars, "sglang_report_dir": str(self.reports)})
+        with tempfile.TemporaryDirectory(prefix="lab-play-") as artifacts:
+            result = run_playbook(str(REPO / playbook), inventory=[str(self.inventory)], args=["-e", extra, *args],
+                                  artifacts=artifacts, timeout=timeout,
+                                  envvars={"SGLANG_FLEET_LAB_KEY": str(KEY), "ANSIBLE_FORCE_COLOR": "0"})
+            out = PlayOutput(pathlib.Path(result.artifact_dir, "stdout").read_text(errors="replace"))
+        out.hosts = result.hosts
+        return result.ansible_rc, out
 
     def podman(self, *argv, check=True):
         """podman with the lab's containers.conf (test equipment: stop, start or change a host)."""
@@ -85,9 +118,10 @@ class LabFleet:
 
 
 @contextlib.contextmanager
-def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
+def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=None):
     """Start the lab hosts (all, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*,
-    with `group_vars` over the lab group's (group_vars/sglang_lab.yml of the copy)."""
+    with `group_vars` over the lab group's (group_vars/sglang_lab.yml of the copy) and
+    `extra_vars` given to every play before the test's own -e."""
     if shutil.which("podman") is None:
         pytest.skip("podman not installed (make lab-deps)")
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode:
@@ -110,7 +144,7 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build", "--timeout", "300"])
     assert rc == 0, out
     try:
-        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix)
+        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
     finally:
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
 
@@ -119,8 +153,10 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None):
 def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), group_vars=None):
     """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it, every host in
     one batch (the rollout's batches are tests/lab/test_rollout_lab.py's subject, not the setup's);
-    verify's benchmark is LIGHT_VERIFY unless `group_vars` says otherwise."""
-    with lab_fleet(tmp_path, prefix, subnet, hosts, {**LIGHT_VERIFY, **(group_vars or {})}) as fleet:
+    verify's benchmark is LIGHT_VERIFY unless `group_vars` says otherwise. Later deploys roll out
+    in two batches, the canary then the rest (CANARY_THEN_REST), unless a test passes its own."""
+    with lab_fleet(tmp_path, prefix, subnet, hosts, {**LIGHT_VERIFY, **(group_vars or {})},
+                   CANARY_THEN_REST) as fleet:
         for playbook, args in (("lab/prepare.yml", ()),
                                ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}', *deploy_args))):
             rc, out = fleet.play(playbook, *args)
