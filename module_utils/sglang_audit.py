@@ -40,25 +40,32 @@ from ansible.module_utils.sglang_source import (
     predict,
     validate_argv,
 )
+from ansible.module_utils.sglang_source.optimisations import (
+    AUTO_DISABLED,
+    BY_LABEL,
+    EXPECT_KEYS,
+    LABEL,
+    ON,
+    SERVER_FIELDS,
+    SETTINGS,
+    SPECULATIVE_FIELDS,
+    UNAVAILABLE,
+)
+from ansible.module_utils.sglang_source.optimisations import STATUSES as _STATUSES
 from ansible.module_utils.sglang_source_cache import load_source as cached_source
 
-# Expectation keys naming an optimisation (sglang_expect.<key>: "on" | "off" | a status).
-OPTIMISATIONS = {
-    "piecewise_cuda_graph": "prefill/piecewise CUDA graph",
-    "prefill_cuda_graph": "prefill/piecewise CUDA graph",
-    "cuda_graph": "decode CUDA graph",
-    "custom_all_reduce": "custom all-reduce",
-    "flashinfer_allreduce_fusion": "FlashInfer all-reduce fusion",
-    "single_batch_overlap": "single-batch overlap",
-    "two_batch_overlap": "two-batch overlap",
-    "speculative": "speculative decoding",
-}
-STATUSES = ("on", "auto-disabled", "unavailable on this hardware", "off by default")
-# speculative_* settings -> keys of the "speculative decoding" finding's value.
-SPECULATIVE = {"speculative_algorithm": "algorithm", "speculative_num_steps": "num_steps",
-               "speculative_eagle_topk": "eagle_topk", "speculative_num_draft_tokens": "num_draft_tokens"}
+# The audited optimisations, their labels, statuses and /server_info fields: one registry
+# (module_utils/sglang_source/optimisations.py).
+# Expectation keys naming an optimisation (sglang_expect.<key>: "on" | "off" | a status) -> label.
+OPTIMISATIONS = EXPECT_KEYS
+STATUSES = _STATUSES
+# speculative_* settings -> keys of the speculative finding's value.
+SPECULATIVE = SPECULATIVE_FIELDS
+_SPEC = LABEL["speculative"]
 # Settings a finding carries as its value (the rest are read from the arguments).
-FINDING_VALUES = {"mem_fraction_static": "mem_fraction_static", "context_length": "context_length"}
+FINDING_VALUES = {o.label: o.key for o in SETTINGS}
+# Findings whose report line shows the value next to the status.
+_SHOWS_VALUE = tuple(label for label, o in BY_LABEL.items() if o.show_value)
 
 
 class AuditError(Exception):
@@ -157,14 +164,14 @@ def _show(value) -> str:
 def finding_line(f) -> str:
     """`  name: status (value) - reason; rule file:line; override --flag; to enable: ...`."""
     text = f"  {f.name}: {f.status}"
-    if f.name in ("speculative decoding", "mem_fraction_static", "context_length") and f.value is not None:
+    if f.name in _SHOWS_VALUE and f.value is not None:
         text += f" ({_show(f.value)})"
     text += f" - {f.reason}"
     if f.rule_file and f.rule_line:
         text += f"; rule {f.rule_file}:{f.rule_line}"
-    if f.override and f.status in ("auto-disabled", "unavailable on this hardware"):
+    if f.override and f.status in (AUTO_DISABLED, UNAVAILABLE):
         text += f"; override {f.override}"
-    if f.how_to_enable and f.status != "on":
+    if f.how_to_enable and f.status != ON:
         text += f"; to enable: {f.how_to_enable}"
     return text
 
@@ -250,7 +257,7 @@ def _dest_value(src, args: dict, key: str):
 def check_expectations(src, args: dict, findings, expect: dict) -> list[Check]:
     """Each expectation against the static prediction, in the order of ``expect``."""
     by = _by_name(findings)
-    spec = by.get("speculative decoding")
+    spec = by.get(_SPEC)
     out = []
     for key, expected in (expect or {}).items():
         if key in OPTIMISATIONS:
@@ -301,16 +308,16 @@ def _check_optimisation(key: str, expected, f) -> Check:
                          fix=f"expect one of: on, off, {', '.join(STATUSES[1:])}")
         ok = f.status == str(expected)
     else:
-        ok = (f.status == "on") == want_on
+        ok = (f.status == ON) == want_on
     if ok:
         return Check(key, expected, f.status, True, reason=reason)
-    if f.status == "unavailable on this hardware":
+    if f.status == UNAVAILABLE:
         fix = f"not possible on this hardware; remove sglang_expect.{key} for this host"
-    elif f.status != "on" and f.how_to_enable:
+    elif f.status != ON and f.how_to_enable:
         hint = _args_hint(f.how_to_enable)
         fix = (f"set {hint}, i.e. {f.how_to_enable}" if hint else f.how_to_enable) + \
             f"; or change sglang_expect.{key}"
-    elif f.status == "on":
+    elif f.status == ON:
         fix = f"turn it off in sglang_args (see {f.override})" if f.override else "turn it off in sglang_args"
         fix += f", or change sglang_expect.{key}"
     else:
@@ -455,39 +462,10 @@ def read_server(url: str, api_key: str = "", timeout: float = 10.0, secrets=()) 
 
 
 def _on_at_runtime(name: str, r: dict):
-    """(on?, evidence) for an optimisation in resolved settings; None when the server does not say."""
-    def has(k):
-        return k in r and r[k] is not None
-
-    if name == "prefill/piecewise CUDA graph":
-        if has("cuda_graph_backend_prefill"):
-            return r["cuda_graph_backend_prefill"] != "disabled", \
-                f"cuda_graph_backend_prefill={_show(r['cuda_graph_backend_prefill'])}"
-        if has("disable_piecewise_cuda_graph"):
-            return not r["disable_piecewise_cuda_graph"], \
-                f"disable_piecewise_cuda_graph={_show(r['disable_piecewise_cuda_graph'])}"
-        if has("enable_piecewise_cuda_graph"):
-            return bool(r["enable_piecewise_cuda_graph"]), \
-                f"enable_piecewise_cuda_graph={_show(r['enable_piecewise_cuda_graph'])}"
-    elif name == "decode CUDA graph":
-        if has("cuda_graph_backend_decode"):
-            return r["cuda_graph_backend_decode"] != "disabled", \
-                f"cuda_graph_backend_decode={_show(r['cuda_graph_backend_decode'])}"
-        if has("disable_cuda_graph"):
-            return not r["disable_cuda_graph"], f"disable_cuda_graph={_show(r['disable_cuda_graph'])}"
-    elif name == "custom all-reduce":
-        if has("disable_custom_all_reduce") and int(r.get("tp_size") or 1) > 1:
-            return not r["disable_custom_all_reduce"], \
-                f"disable_custom_all_reduce={_show(r['disable_custom_all_reduce'])}"
-    elif name == "FlashInfer all-reduce fusion":
-        if isinstance(r.get("enable_flashinfer_allreduce_fusion"), bool):
-            return r["enable_flashinfer_allreduce_fusion"], \
-                f"enable_flashinfer_allreduce_fusion={_show(r['enable_flashinfer_allreduce_fusion'])}"
-    elif name in ("single-batch overlap", "two-batch overlap"):
-        key = "enable_" + name.replace("-", "_").replace(" ", "_")
-        if has(key):
-            return bool(r[key]), f"{key}={_show(r[key])}"
-    return None
+    """(on?, evidence) for an optimisation in resolved settings; None when the server does not say
+    (the registry's reader of /server_info for that label)."""
+    opt = BY_LABEL.get(name)
+    return opt.read(r) if opt is not None and opt.read is not None else None
 
 
 def _spec_at_runtime(r: dict) -> dict | None:
@@ -500,7 +478,7 @@ def _spec_at_runtime(r: dict) -> dict | None:
 
 
 def _pred_text(f) -> str:
-    text = f"{f.status}" + (f" ({_show(f.value)})" if f.name == "speculative decoding" and f.value else "")
+    text = f"{f.status}" + (f" ({_show(f.value)})" if f.name == _SPEC and f.value else "")
     if f.rule_file and f.rule_line:
         text += f", rule {f.rule_file}:{f.rule_line}"
     return text
@@ -525,7 +503,7 @@ def compare_resolved(findings, resolved: dict, why: str = _UNMODELLED) -> tuple[
         lines.append(f"  MISMATCH {f.name}: predicted {predicted}; server says {server}")
 
     for f in findings:
-        if f.name == "speculative decoding":
+        if f.name == _SPEC:
             pred = f.value if isinstance(f.value, dict) else None
             got = _spec_at_runtime(resolved)
             if pred is None and got is None:
@@ -558,7 +536,7 @@ def compare_resolved(findings, resolved: dict, why: str = _UNMODELLED) -> tuple[
                 lines.append(f"  {f.name}: the server does not report it (predicted {f.status})")
                 continue
             on, evidence = got
-            if on != (f.status == "on"):
+            if on != (f.status == ON):
                 miss(f, _pred_text(f), evidence)
             else:
                 lines.append(f"  {f.name}: {'on' if on else 'off'}, as predicted ({evidence})")
@@ -646,12 +624,7 @@ def runtime_audit(report: dict, src, server: dict, expect: dict | None = None, *
     return report
 
 
-_RESOLVED_KEYS = ("model_path", "tp_size", "disable_piecewise_cuda_graph", "enforce_piecewise_cuda_graph",
-                  "enable_piecewise_cuda_graph", "cuda_graph_backend_prefill", "cuda_graph_backend_decode",
-                  "disable_cuda_graph", "disable_custom_all_reduce", "enable_flashinfer_allreduce_fusion",
-                  "enable_single_batch_overlap", "enable_two_batch_overlap", "speculative_algorithm",
-                  "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                  "mem_fraction_static", "context_length", "launch_command")
+_RESOLVED_KEYS = ("model_path", "tp_size", *SERVER_FIELDS, "launch_command")
 
 
 def _runtime_expectations(report: dict, info: dict, expect: dict) -> list[Check]:
@@ -662,9 +635,6 @@ def _runtime_expectations(report: dict, info: dict, expect: dict) -> list[Check]
         st = static.get(key) or {}
         if key in OPTIMISATIONS:
             got = _on_at_runtime(OPTIMISATIONS[key], info)
-            if key == "speculative":
-                spec = _spec_at_runtime(info)
-                got = (spec is not None, f"speculative_algorithm={_show(info.get('speculative_algorithm'))}")
             if got is None:
                 continue
             on, evidence = got

@@ -1,11 +1,11 @@
 """A per-venv cache of what the source reader read from an installed SGLang.
 
-Reading a release's flags and rules (module_utils/sglang_source.load_source) parses a few dozen
+Reading a release's flags and rules (module_utils/sglang_source/, load_source) parses a few dozen
 files: 1-2 CPU-s per host, paid by the flag check, the static and runtime audit and drift on every
 run. The deploy's static audit (root) stores the result next to the package it read,
 `<site-packages>/.sglang-fleet-source.pickle`; later readers (drift and audit as the connecting
 user, the next deploy) load it when it is still true:
-  - written by this reader: the key holds the sha256 of sglang_source.py and of this file;
+  - written by this reader: the key holds the sha256 of every module of the sglang_source package and of this file;
   - for this tree: the size and mtime of every file the reader opened, and the absence of every
     file it looked for and did not find, are as they were (a hand-edited server_args.py, a
     reinstalled package or a new arg_groups module each make it stale);
@@ -21,18 +21,27 @@ import hashlib
 import os
 import pickle
 import stat
+import sys
 import tempfile
 
 from ansible.module_utils import sglang_source
 
 CACHE_NAME = ".sglang-fleet-source.pickle"
-FORMAT = 1
+FORMAT = 2   # 2: the reader is a package (module_utils/sglang_source/)
+
+
+def _reader_modules() -> list:
+    """The reader package's modules (every one loaded by its __init__), then this module."""
+    prefix = sglang_source.__name__ + "."
+    subs = sorted((m for name, m in list(sys.modules.items()) if name.startswith(prefix) and m is not None),
+                  key=lambda m: m.__name__)
+    return [sglang_source, *subs, __import__(__name__, fromlist=["_"])]
 
 
 def _reader_key() -> str:
-    """sha256 of the reader's and this module's own source (inside Ansible's payload zip too)."""
+    """sha256 of the reader package's and this module's own source (inside Ansible's payload zip too)."""
     h = hashlib.sha256(str(FORMAT).encode())
-    for mod in (sglang_source, __import__(__name__, fromlist=["_"])):
+    for mod in _reader_modules():
         loader = getattr(mod, "__loader__", None)
         text = None
         if loader is not None and hasattr(loader, "get_source"):

@@ -19,9 +19,10 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from module_utils import fleet_reports  # noqa: E402
+from module_utils.sglang_source.optimisations import STATUSES  # noqa: E402
 
 FILE_NAME = "sglang_fleet.prom"
-AUDIT_STATUSES = ("on", "auto-disabled", "unavailable on this hardware", "off by default")  # sglang_audit.STATUSES
+AUDIT_STATUSES = STATUSES  # the audited optimisations' statuses (module_utils/sglang_source/optimisations.py)
 COMPAT_STATUSES = ("ok", "unknown", "blocked")  # sglang_compat.STATUSES
 HOST_STATUSES = ("ok", "changed", "failed", "unreachable")  # sglang_fleet.HostResult.status
 

@@ -44,6 +44,7 @@ from packaging.version import InvalidVersion, Version  # noqa: E402
 if str(REPO / "module_utils") not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(REPO / "module_utils"))
 from ansible.module_utils import sglang_source as reader  # noqa: E402
+from ansible.module_utils.sglang_source.optimisations import SHORT, Status  # noqa: E402
 from wheels import CACHE, _pip_python, sglang_source_tree  # noqa: E402  (the tests' shared wheel cache)
 
 REAL_PARSER = REPO / "scripts" / "release_sweep_real_parser.py"
@@ -291,11 +292,9 @@ def probe(src, pkg: pathlib.Path, row: Row) -> None:
 # The seeds' ct129 profile through the static audit
 # --------------------------------------------------------------------------------------
 
-_SHORT = {"prefill/piecewise CUDA graph": "prefill graph", "decode CUDA graph": "decode graph",
-          "custom all-reduce": "custom AR", "FlashInfer all-reduce fusion": "AR fusion",
-          "speculative decoding": "spec"}
-_STATUS = {"auto-disabled": "auto-disabled", "unavailable on this hardware": "unavailable",
-           "off by default": "off", "on": "on"}
+_SHORT = SHORT   # label -> column name, from the registry of audited optimisations
+_STATUS = {Status.AUTO_DISABLED.value: "auto-disabled", Status.UNAVAILABLE.value: "unavailable",
+           Status.OFF_BY_DEFAULT.value: "off", Status.ON.value: "on"}
 
 
 def ct129_profile() -> dict:
@@ -386,7 +385,7 @@ def render(rows: list[Row], *, origin: str, total_s: float) -> str:
         "# Release sweep: the source reader on every SGLang release",
         "",
         "Written by `make sweep` (scripts/release_sweep.py); do not edit by hand. For each release on PyPI from",
-        "0.4.6 on, the reader's flag table (module_utils/sglang_source.py) is compared with the release's REAL",
+        "0.4.6 on, the reader's flag table (module_utils/sglang_source/) is compared with the release's REAL",
         "argparse parser, built from its wheel (scripts/release_sweep_real_parser.py: sglang's own",
         "server_args.py and arg_groups/ executed, sglang modules whose imports are all standard library run",
         "for real, every other import stubbed); probe argvs are validated by the reader and parsed by the real",

@@ -3,7 +3,7 @@
 The fixtures in tests/fixtures/oracle/<release>/<profile>.json were made by
 scripts/sglang_oracle.py, which runs the release's real ``ServerArgs`` resolution (real
 wheel, real ``__post_init__`` / arg_groups pipeline, GPU facts and config.json patched in)
-and shares no code with module_utils/sglang_source.py. Each audited optimisation that
+and shares no code with module_utils/sglang_source/. Each audited optimisation that
 predict() reports must have the value SGLang itself resolves.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.wheels
 
 
 def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
+    kw = {"submodule_search_locations": [str(path.parent)]} if path.name == "__init__.py" else {}
+    spec = importlib.util.spec_from_file_location(name, path, **kw)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
@@ -31,7 +32,7 @@ def _load(name, path):
 
 
 oracle = _load("_sglang_oracle", REPO / "scripts" / "sglang_oracle.py")
-sgs = _load("_sglang_source", REPO / "module_utils" / "sglang_source.py")
+sgs = _load("_sglang_source", REPO / "module_utils" / "sglang_source" / "__init__.py")
 wheels = _load("_wheels", REPO / "tests" / "wheels.py")
 
 CASES = sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.json"))

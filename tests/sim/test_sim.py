@@ -1,6 +1,6 @@
 """The SGLang simulator (lab/sglang_sim) run as a subprocess, against real sglang release trees.
 
-Each server is laid out like a lab host: `sglang_sim.py` and `sglang_source.py` side by side in a
+Each server is laid out like a lab host: `sglang_sim.py` and the `sglang_source/` package side by side in a
 temporary /opt/sglang-sim, the extracted wheel's folder on PYTHONPATH (so `find_spec("sglang")`
 finds it, without importing it), the JSON config in $SGLANG_SIM_CONFIG.
 """
@@ -49,7 +49,7 @@ MTP1_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num
 ORACLE = REPO / "tests" / "fixtures" / "oracle"
 
 
-SOURCE_READER = REPO / "module_utils" / "sglang_source.py"
+SOURCE_READER = REPO / "module_utils" / "sglang_source"   # the reader package
 
 
 def free_port() -> int:
@@ -66,7 +66,8 @@ class Sim:
         opt = root / "opt" / "sglang-sim"
         opt.mkdir(parents=True, exist_ok=True)
         shutil.copy(SIM, opt / "sglang_sim.py")
-        shutil.copy(SOURCE_READER, opt / "sglang_source.py")
+        shutil.copytree(SOURCE_READER, opt / "sglang_source", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
         self.model = root / "models" / "Qwen3.6-27B"
         if model is not None:
             self.model.mkdir(parents=True, exist_ok=True)

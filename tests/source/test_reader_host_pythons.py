@@ -1,5 +1,5 @@
 """The flag check, audit and drift read the installed SGLang on the host, with the host's own Python:
-the reader (module_utils/sglang_source.py) and the static audit (module_utils/sglang_audit.py) must
+the reader (module_utils/sglang_source/) and the static audit (module_utils/sglang_audit.py) must
 give the same flag table, validation, normalised argv and audit under each Python 3.9-3.13 present
 as under the test runner's, on a real release of each source layout; under 3.8 (still an Ansible
 target) the reader refuses with what to do, where it used to fail half-way with an AttributeError.
