@@ -10,6 +10,10 @@ The same rollout with draining switched off (sglang_router_host="") restarts rep
 load: the streams they were serving break, and the client counts them. The router keeps its
 default retries on (sglang-router 0.3.2 router_args.py:77, retry_max_retries 5): a user gets
 them, and they cannot resume a stream the restart cut.
+
+drift.yml compares the router with the inventory (its running argv parsed with the release's own
+argparse, its live /workers against the replicas) and verify.yml benchmarks the fleet through it
+next to the sum of the replicas' own verify results.
 """
 
 import json
@@ -20,7 +24,7 @@ import urllib.request
 
 import pytest
 import yaml
-from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, recap, run
+from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, recap, run, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -74,6 +78,7 @@ def fleet(tmp_path_factory):
                                ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}'))):
             rc, out = play(playbook, *args)
             assert rc == 0, out
+        play.reports = tmp / "reports"
         yield play
     finally:
         run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
@@ -105,6 +110,7 @@ class Load:
 
     def __init__(self, clients=4):
         self.ok = self.failed = 0
+        self.done = []  # monotonic time of each request that succeeded
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
@@ -114,6 +120,8 @@ class Load:
             good = one_streamed_generation()
             with self.lock:
                 self.ok, self.failed = self.ok + good, self.failed + (not good)
+                if good:
+                    self.done.append(time.monotonic())
 
     def __enter__(self):
         for t in self.threads:
@@ -147,10 +155,109 @@ def test_the_router_serves_through_both_replicas(fleet):
     assert all(one_streamed_generation() for _ in range(4))
 
 
+def router_report(fleet, kind):
+    return json.loads((fleet.reports / "router" / f"{kind}-latest.json").read_text())
+
+
+def wait_for(check, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}: {router('/workers')[1][:2000]}"
+        time.sleep(1)
+
+
+def test_drift_of_the_router_is_in_sync_with_the_inventory(fleet):
+    rc, out = fleet("drift.yml")
+    assert rc == 0, out
+    flat = unflow(out)
+    assert "router: in sync" in flat and "routers drift: 1 host in sync, 0 drifted" in flat, out
+    report = router_report(fleet, "drift")
+    assert report["in_sync"] is True and report["items"] == []
+    assert sorted(w["url"] for w in report["workers"]) == EXPECTED_WORKERS
+    assert report["running"]["argv"][1:3] == ["-m", "sglang_router.launch_router"]
+    # the fleet report has a row for the router, its drift column read from that report
+    rc, table = run([BIN / "python", REPO / "scripts" / "fleet_report.py", "--reports", fleet.reports])
+    row = next(line for line in table.splitlines() if line.startswith("| router |"))
+    columns = [c.strip() for c in table.splitlines()[0].strip("|").split("|")]
+    assert row.strip("|").split("|")[columns.index("drift")].strip() == "in sync", table
+
+
+def test_drift_names_a_worker_taken_out_and_one_added_by_hand(fleet):
+    rep2 = EXPECTED_WORKERS[1]
+    ids = {w["url"]: w["id"] for w in json.loads(router("/workers")[1])["workers"]}
+    stranger = "http://rep1:30000"  # rep1 again under a name the inventory does not use: a worker it does not know
+    try:
+        router(f"/workers/{ids[rep2]}", method="DELETE")
+        router("/workers", {"url": stranger}, method="POST")
+        wait_for(lambda: workers() == sorted([EXPECTED_WORKERS[0], stranger]), "rep2 is out and the stranger in")
+        rc, out = fleet("drift.yml", "-l", "router")
+        flat = unflow(out)
+        assert rc != 0, out
+        assert recap(out, "router")["failed"] == 1
+        assert f"router: DRIFTED, 2 differences: worker {rep2} (rep2), worker {stranger}" in flat, out
+        assert f"router: worker {rep2} (rep2): desired routed (rep2 of sglang_servers), actual missing from the " \
+            f"router's /workers -> fix: run deploy.yml -l rep2" in flat, out
+        assert "routers drift: 0 hosts in sync, 1 drifted (router: 2)" in flat, out
+        assert "router drifted from the inventory" in flat, out
+        report = router_report(fleet, "drift")
+        assert [(i["what"], i["actual"]) for i in report["items"]] == [
+            (f"worker {rep2} (rep2)", "missing from the router's /workers"),
+            (f"worker {stranger}", f"routed (router worker id {next(w['id'] for w in report['workers'] if w['url'] == stranger)})")]
+    finally:
+        ids = {w["url"]: w["id"] for w in json.loads(router("/workers")[1])["workers"]}
+        if stranger in ids:
+            router(f"/workers/{ids[stranger]}", method="DELETE")
+        if rep2 not in ids:
+            router("/workers", {"url": rep2}, method="POST")
+        wait_for(lambda: workers() == EXPECTED_WORKERS, "the router is back to the inventory's workers")
+
+
+def test_a_router_flag_changed_in_the_inventory_shows_as_drift(fleet):
+    changed = {"host": "0.0.0.0", "port": ROUTER_PORT, "policy": "random"}
+    rc, out = fleet("drift.yml", "-l", "router", "-e", json.dumps({"sglang_router_args": changed,
+                                                                 "sglang_drift_fail_on_drift": False}))
+    assert rc == 0, out  # report only
+    flat = unflow(out)
+    assert "router: DRIFTED, 1 difference: policy" in flat, out
+    assert "router: policy: desired random, actual round_robin -> fix: run router.yml -l router" in flat, out
+    assert [(i["what"], i["desired"], i["actual"]) for i in router_report(fleet, "drift")["items"]] == [
+        ("policy", "random", "round_robin")]
+
+
+def test_verify_through_the_router_is_near_the_sum_of_its_replicas(fleet):
+    rc, out = fleet("verify.yml", "-l", "router")
+    assert rc == 0, out
+    report = router_report(fleet, "verify")
+    replicas = [json.loads((fleet.reports / r / "verify-latest.json").read_text()) for r in REPLICAS]
+    mine = [next(lv for lv in r["levels"] if lv["concurrency"] == 1) for r in replicas]
+    (level,) = report["levels"]
+    print(f"through the router: {level}")
+    assert level["concurrency"] == 2 and level["failed"] == 0  # LIGHT_VERIFY: c=1 per replica, 2 replicas
+    assert level["replicas_output_tok_s"] == round(sum(m["output_tok_s"] for m in mine), 2)
+    assert 0.7 <= level["output_tok_s"] / level["replicas_output_tok_s"] <= 1.3, level
+    assert report["passed"] is True
+    assert f"router: PASS through the router: c=2 {level['output_tok_s']:.1f} tok/s out" in unflow(out), out
+
+
+# The least a drained rollout of 2 replicas, one at a time, may serve of what the fleet served
+# before it, in every WINDOW_S seconds: one replica of two serves on (half, less the drain's edges).
+SERVING_SHARE, WINDOW_S, BASELINE_S = 0.4, 5.0, 10.0
+
+
 def test_a_rollout_of_every_replica_behind_the_router_fails_no_request(fleet):
     with Load() as load:
+        time.sleep(BASELINE_S)
+        start = time.monotonic()
         rc, out = rollout(fleet, "drained")
+        end = time.monotonic()
     assert rc == 0, out
+    before = sum(start - BASELINE_S <= t < start for t in load.done) / BASELINE_S
+    windows = [sum(w <= t < w + WINDOW_S for t in load.done) / WINDOW_S
+               for w in (start + i * WINDOW_S for i in range(int((end - start) // WINDOW_S)))]
+    print(f"drained rollout: {before:.1f} requests/s before, per {WINDOW_S:.0f} s during: "
+          + " ".join(f"{w:.1f}" for w in windows))
+    assert before > 1 and len(windows) >= 3
+    assert min(windows) >= SERVING_SHARE * before, (before, windows)
     for host in REPLICAS:
         assert recap(out, host)["failed"] == 0
         assert f"{host}: out of router router (http://{SUBNET}" in out, out
