@@ -52,6 +52,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -137,8 +138,16 @@ def import_source_reader():
     try:
         import sglang_source
     except ImportError as exc:
-        raise SimError(f"sglang-sim: cannot import sglang_source.py next to {__file__}: {exc}") from exc
+        raise SimError(f"sglang-sim: cannot import the sglang_source package next to {__file__}: {exc}") from exc
     return sglang_source
+
+
+def import_optimisations():
+    """The registry of audited optimisations (sglang_source/optimisations.py): keys and /server_info
+    field names only, data; the simulator never calls the reader's predict()."""
+    import_source_reader()
+    from sglang_source import optimisations
+    return optimisations
 
 
 def _yaml_scalar(text: str):
@@ -453,9 +462,9 @@ def apply_faults(resolved: dict, cfg: dict) -> None:
     name = cfg.get("disable_optimization")
     if not name:
         return
-    if name == "speculative":
-        for key in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                    "speculative_num_draft_tokens"):
+    spec = import_optimisations().BY_KEY["speculative"]
+    if name == spec.key:
+        for key in spec.server_fields:
             if key in resolved:
                 resolved[key] = None
         return
@@ -703,6 +712,9 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _stream_start(self) -> None:
+        if getattr(self, "_streaming", False):  # a PD decode opened it already (pd_admit)
+            return
+        self._streaming = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -738,6 +750,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self):
         path = self.path.split("?", 1)[0]
+        self._streaming = False
         try:
             body = self._body() if self.command in ("POST", "PUT") else {}
             if not self._authorised(path):
@@ -815,6 +828,9 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest("Either text or input_ids should be provided.")
         sp = body.get("sampling_params") or {}
         n = self._int(sp, "max_new_tokens", default=128)
+        n = pd_admit(self, body, n)  # PD disaggregation section: refuse, or wait for the KV
+        if n is None:
+            return
         eng, text = self.engine, []
 
         def meta(done, res=None):
@@ -844,6 +860,7 @@ class Handler(BaseHTTPRequestHandler):
             res = eng.generate(prompt, n, lambda i, t: text.append(t))
             self._json(200, {"text": "".join(text), "output_ids": [65 + (j % 26) for j in range(n)],
                              "meta_info": meta(n, res)})
+        pd_finished(self, body, prompt, n)
         eng.finished_request()
 
     def _openai(self, body, chat: bool):
@@ -861,6 +878,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise BadRequest("prompt is required")
             prompt = max(count_words(body["prompt"]), 1)
             n = self._int(body, "max_tokens", default=16)
+        n = pd_admit(self, body, n, openai=True)  # PD disaggregation section: refuse, or wait for the KV
+        if n is None:
+            return
         model = body.get("model") or eng.resolved.get("served_model_name")
         cid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
@@ -903,6 +923,7 @@ class Handler(BaseHTTPRequestHandler):
                                     "finish_reason": "length", "matched_stop": None})
             self._json(200, {"id": cid, "object": obj, "created": created, "model": model,
                              "choices": [choice], "usage": usage})
+        pd_finished(self, body, prompt, n)
         eng.finished_request()
 
     def completions(self, body):
@@ -1125,6 +1146,178 @@ def serve_follower(host: str, port: int, resolved: dict, rank: int) -> int:
     return 0
 
 
+# ---- PD disaggregation (--disaggregation-mode prefill|decode) ---------------------------------
+# Real SGLang 0.5.23 (srt/disaggregation/), as the router and a client see it:
+# * A request to a prefill or decode server must carry bootstrap_room (GenerateReqInput:
+#   srt/managers/io_struct.py:291-294 bootstrap_host/bootstrap_port/bootstrap_room); without one
+#   the scheduler aborts it with 400 (srt/managers/scheduler.py:3047-3064, unless the transfer
+#   backend is "fake"): non-streamed `{"error": {"message": ...}}` (tokenizer_manager.py:1917-1918
+#   ValueError -> http_server.py:2246 _create_error_response), streamed one chunk whose
+#   meta_info.finish_reason is the abort (schedule_batch.py:339-345 FINISH_ABORT.to_json), then
+#   [DONE] (tokenizer_manager.py:1921 returns the abort to the stream).
+# * The prefill server runs the KV bootstrap server on --host:--disaggregation-bootstrap-port
+#   (managers/disagg_service.py:27-48; common/conn.py:3069-3076: /route, /register_dp_rank,
+#   /query_dp_ranks, GET /health -> "OK"), computes the prompt and its first token, and returns an
+#   ordinary generate response (prefill.py:1014 appends that one token).
+# * The decode server binds nothing there: it reaches the prefill at the request's
+#   bootstrap_host:bootstrap_port (a null port falls back to its own --disaggregation-bootstrap-port,
+#   scheduler.py:2970-2971), receives the KV cache, then decodes. A streamed response starts at once
+#   (http_server.py StreamingResponse) and its tokens come after the KV. A room whose KV never comes
+#   fails after SGLANG_DISAGGREGATION_WAITING_TIMEOUT seconds (default 300, srt/environ.py:763;
+#   common/conn.py:2888-2902) with 500: "Decode handshake failed for request ..." (decode.py:1158-1175,
+#   the exception as KVTransferError's __str__, common/conn.py:115-116).
+# The sim's KV transfer is the stand-in (the real one is RDMA/TCP through mooncake or nixl): the
+# prefill's bootstrap server also answers GET /sim/kv?room=R (200 once R was prefilled, 404 before),
+# and the decode polls it. Each side logs the room it served, so a test can match the two.
+PD_DEFAULT_WAITING_TIMEOUT_S = 300   # srt/environ.py:763 SGLANG_DISAGGREGATION_WAITING_TIMEOUT
+PD_KV_KEEP = 10000                   # rooms a prefill remembers (the stand-in's memory bound)
+
+
+class PD:
+    """The server's PD side: mode ("null", "prefill", "decode"), its bootstrap port, the prefilled rooms."""
+    mode = "null"
+    bootstrap_port = 8998
+    transfer_backend = "mooncake"
+    rooms: dict = {}
+    lock = threading.Lock()
+
+
+class BootstrapHandler(BaseHTTPRequestHandler):
+    """The prefill's KV bootstrap server: GET /health (common/conn.py:3073-3076), and the sim's KV stand-in."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def _reply(self, code, body: bytes):
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path, _, query = self.path.partition("?")
+        if path == "/health":
+            return self._reply(200, b"OK")
+        if path == "/sim/kv":
+            room = dict(kv.split("=", 1) for kv in query.split("&") if "=" in kv).get("room", "")
+            with PD.lock:
+                ready = room in PD.rooms
+            return self._reply(200 if ready else 404, b"ready" if ready else b"not prefilled")
+        self._reply(404, b"Not Found")
+
+
+def pd_start(resolved: dict, host: str) -> None:
+    """Read the side from the resolved args; a prefill starts its bootstrap server (before the API)."""
+    PD.mode = str(resolved.get("disaggregation_mode") or "null")
+    PD.bootstrap_port = int(resolved.get("disaggregation_bootstrap_port") or 8998)
+    PD.transfer_backend = str(resolved.get("disaggregation_transfer_backend") or "mooncake")
+    if PD.mode != "prefill":
+        return
+    try:
+        server = ThreadingHTTPServer((host, PD.bootstrap_port), BootstrapHandler)
+    except OSError as exc:
+        raise SimError(f"OSError: [Errno 98] cannot start the KV bootstrap server on {host}:{PD.bootstrap_port} "
+                       f"(--disaggregation-bootstrap-port): {exc}") from exc
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    log(f"sglang-sim prefill: KV bootstrap server on {host}:{PD.bootstrap_port}")
+
+
+def _pd_abort(handler, body, code: int, message: str, prompt: int = 0, openai: bool = False) -> None:
+    """An aborted request as the client sees it (see the section's comment). OpenAI routes: the
+    error object (entrypoints/openai/serving_base.py:223-237), streamed as `data: {"error": ...}`
+    then [DONE] (serving_completions.py:362-372, :503)."""
+    if openai:
+        err = {"object": "error", "message": message, "type": "BAD_REQUEST" if code == 400 else
+               "INTERNAL_SERVER_ERROR", "param": None, "code": code}
+        if body.get("stream"):
+            handler._stream_start()
+            handler._sse({"error": err})
+            handler._stream_end()
+        elif code == 400:  # serving_completions.py:518-519 create_error_response (serving_base.py)
+            handler._json(400, {**err, "type": "BadRequestError"})
+        else:  # tokenizer_manager.py:1919 fastapi.HTTPException, not caught by the OpenAI route
+            handler._json(code, {"detail": message})
+        return
+    if body.get("stream"):
+        handler._stream_start()
+        handler._sse({"text": "", "output_ids": [], "meta_info": {
+            "id": uuid.uuid4().hex, "prompt_tokens": prompt, "completion_tokens": 0, "cached_tokens": 0,
+            "finish_reason": {"type": "abort", "message": message, "status_code": code, "err_type": None}}})
+        handler._stream_end()
+    elif code == 400:
+        handler._json(400, {"error": {"message": message}})
+    else:  # fastapi.HTTPException(status_code, detail)
+        handler._json(code, {"detail": message})
+
+
+def _room_key(room) -> str:
+    return str(room[0] if isinstance(room, list) and room else room)
+
+
+def pd_admit(handler, body: dict, n: int, openai: bool = False):
+    """Before a generation: None when answered here (refused, or the KV never came), else the tokens to
+    generate (a prefill: its first token only). The OpenAI routes pass the same fields through
+    (entrypoints/openai/serving_completions.py:125-127)."""
+    if PD.mode == "null":
+        return n
+    room = body.get("bootstrap_room")
+    if room is None and PD.transfer_backend != "fake":
+        rid = body.get("rid") or uuid.uuid4().hex
+        msg = f"Invalid request: Disaggregated request received without bootstrap room id. req.rid={rid!r}"
+        log(f"[scheduler] {msg}")
+        _pd_abort(handler, body, 400, msg, openai=openai)
+        return None
+    if PD.mode == "prefill":
+        return min(n, 1)
+    host = body.get("bootstrap_host")
+    port = body.get("bootstrap_port")
+    port = int(port[0] if isinstance(port, list) else port) if port is not None else PD.bootstrap_port
+    host = str(host[0] if isinstance(host, list) else host)
+    if body.get("stream"):
+        handler._stream_start()
+    timeout = float(os.environ.get("SGLANG_DISAGGREGATION_WAITING_TIMEOUT") or PD_DEFAULT_WAITING_TIMEOUT_S)
+    key, t0 = _room_key(room), time.monotonic()
+    url = f"http://{host}:{port}/sim/kv?room={key}"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    break
+        except (OSError, ValueError):  # 404 (not prefilled yet), refused, unreachable
+            pass
+        elapsed = time.monotonic() - t0
+        if elapsed >= timeout:
+            rid = body.get("rid") or uuid.uuid4().hex
+            msg = (f"Decode handshake failed for request rank=0 decode_req.req.rid={rid!r} "
+                   f"decode_req.req.bootstrap_room={key} with exception KVTransferError(bootstrap_room={key}): "
+                   f"Request {key} timed out after {elapsed:.1f}s in KVPoll.WaitingForInput")
+            log(msg)
+            _pd_abort(handler, body, 500, msg, openai=openai)
+            return None
+        time.sleep(0.05)
+    log(f"sglang-sim decode: bootstrap_room={key} KV received from {host}:{port}, decoding {n} tokens")
+    return n
+
+
+def pd_finished(handler, body: dict, prompt: int, n: int) -> None:
+    """After a generation: a prefill hands the room's KV over (the stand-in), both sides log the room."""
+    if PD.mode == "null":
+        return
+    key = _room_key(body.get("bootstrap_room"))
+    if PD.mode == "prefill":
+        with PD.lock:
+            PD.rooms[key] = time.monotonic()
+            while len(PD.rooms) > PD_KV_KEEP:
+                PD.rooms.pop(next(iter(PD.rooms)))
+        log(f"sglang-sim prefill: bootstrap_room={key} prefilled {prompt} tokens, KV ready for "
+            f"{body.get('bootstrap_host')}:{body.get('bootstrap_port')}")
+    else:
+        log(f"sglang-sim decode: bootstrap_room={key} done, {n} tokens")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -1166,6 +1359,11 @@ def main(argv=None) -> int:
     launch = launch_command(src.version, argv)
     engine = Engine(resolved, hardware, weight_bytes, sim_cfg, model_config, src.version, launch)
     Handler.engine = engine
+    try:
+        pd_start(resolved, host)  # PD disaggregation section
+    except SimError as exc:
+        print(str(exc), file=sys.stderr, flush=True)
+        return 1
     try:
         httpd = ThreadingHTTPServer((host, port), Handler)
     except OSError as exc:

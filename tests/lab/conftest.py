@@ -15,6 +15,7 @@ MODULE_SECONDS = {
     "test_verify_lab.py": 684,
     "test_deploy_lab.py": 621,
     "test_router_lab.py": 600,  # estimated from a loaded run (21 min at load 11-15, 9 of them a since-removed copy)
+    "test_pd_lab.py": 470,  # alone, beside other lab runs: 438 s (load 6), 441 s (10), 524 s (12)
     "test_multinode_lab.py": 240,
     "test_secrets_lab.py": 326,
     "test_supply_chain_lab.py": 160,
