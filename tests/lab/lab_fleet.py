@@ -89,7 +89,7 @@ class LabFleet:
         point: (ansible-playbook's exit status, PlayOutput)."""
         extra = json.dumps({**self.extra_vars, "sglang_report_dir": str(self.reports)})
         with tempfile.TemporaryDirectory(prefix="lab-play-") as artifacts:
-            result = run_playbook(str(REPO / playbook), inventory=[str(self.inventory)], args=["-e", extra, *args],
+            result = run_playbook(str(REPO / playbook), inventory=[str(self.inventory)], args=["-e", extra, *map(str, args)],
                                   artifacts=artifacts, timeout=timeout,
                                   envvars={"SGLANG_FLEET_LAB_KEY": str(KEY), "ANSIBLE_FORCE_COLOR": "0"})
             out = PlayOutput(pathlib.Path(result.artifact_dir, "stdout").read_text(errors="replace"))

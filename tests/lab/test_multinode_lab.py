@@ -48,7 +48,7 @@ def fleet(tmp_path_factory):
 
 
 def play(fleet, playbook, *args):
-    return fleet.play("-i", fleet.group_inventory, playbook, *args)
+    return fleet.play(playbook, "-i", fleet.group_inventory, *args)
 
 
 def argv(fleet, host):
@@ -120,3 +120,33 @@ def test_a_bad_group_is_refused_with_both_nodes_untouched(fleet, args, message):
     assert rc != 0, out
     assert message in unflow(out), out
     assert state(fleet) == before
+
+
+def release(fleet, host):
+    """A node's unit bytes and release pointers (current, last known good)."""
+    return fleet.ssh(host, "sha256sum /etc/systemd/system/sglang.service | cut -d' ' -f1; "
+                           "cat /var/lib/sglang-fleet/current /var/lib/sglang-fleet/last-good").split()
+
+
+def test_a_release_failing_verify_rolls_every_node_back_together(fleet):
+    """The new release serves at a fifth of the speed (a simulator fault in the unit's environment,
+    on both nodes like any release): rank 0's verify fails its floor, rank 1 takes that verdict, and
+    both nodes go back to their last known good as one server."""
+    before = {h: release(fleet, h) for h in (RANK0, RANK1)}
+    slow = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json", "SGLANG_SIM_FAULTS": "degrade_factor=0.2"}
+    rc, out = play(fleet, "deploy.yml", "-e", json.dumps({"sglang_service_environment": slow}))
+    assert rc != 0, out
+    text = unflow(out)
+    assert re.search(r"floor: single-stream decode \d+\.\d tok/s < floor 50\.0 tok/s", text), out
+    assert f"{RANK1}: node {RANK0} of multi-node server qwen_big failed" in text, out
+    for host in (RANK0, RANK1):
+        assert re.search(rf"{host}: .*rolled back to {re.escape(before[host][1])} \(sglang 0\.5\.18", text), out
+        assert release(fleet, host) == before[host]
+    # one server again: rank 0 generates at full speed through both nodes, rank 1 serves health
+    assert "SGLANG_SIM_FAULTS" not in argv(fleet, RANK0)
+    gen = json.loads(fleet.ssh(RANK0, "curl -s http://127.0.0.1:30000/generate -H 'Content-Type: application/json' "
+                                      "-d '{\"text\": \"hello\", \"sampling_params\": {\"max_new_tokens\": 4}}'"))
+    assert gen["meta_info"]["completion_tokens"] == 4
+    assert http(fleet, RANK1, "/health_generate") == "200"
+    rc, out = play(fleet, "drift.yml")
+    assert rc == 0 and "drift: 2 hosts in sync, 0 drifted" in unflow(out), out
