@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 LAB_INVENTORY := inventories/lab/hosts.yml
-LAB_HOSTS := ct129 h200x2 h200x1
+LAB_HOSTS := ct129 h200x2 h200x1 h200x1b router
 PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 # The fleet report's page with charts (make report, make demo)
 REPORT_HTML ?= reports/fleet-report.html
@@ -52,8 +52,10 @@ lab-prepare: lab-up ## Put the simulator and the declared models on the lab host
 deploy: venv ## ansible-playbook deploy.yml on the lab fleet
 	$(PLAYBOOK) deploy.yml
 
-demo: lab-prepare ## Lab fleet up, deploy (checks, install, audit, verify), drift, show each host's service and the fleet report
+demo: lab-prepare ## Lab fleet up, the router, deploy (checks, install, audit, verify), verify through the router, drift, each host's service and the fleet report
+	$(PLAYBOOK) router.yml
 	$(PLAYBOOK) deploy.yml
+	$(PLAYBOOK) verify.yml --limit sglang_routers
 	$(PLAYBOOK) drift.yml
 	$(PLAYBOOK) lab/show.yml
 	$(PY) scripts/fleet_report.py --html $(REPORT_HTML) $(LAB_HOSTS)

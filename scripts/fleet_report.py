@@ -57,7 +57,23 @@ def host_row(folder):
         n = drift.get("differences", 0)
         row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
         row["ok"] &= bool(drift.get("in_sync"))
+    if "router" in ((verify or {}).get("role"), (drift or {}).get("role")):
+        router_columns(row, verify, drift)
     return row if (audit or verify or drift or release or compat) else None
+
+
+def router_columns(row, verify, drift):
+    """A router's row: its release and workers (drift), and its throughput next to the sum of its
+    replicas' own (verify through the router); a router has no GPU, audit or roofline."""
+    desired, workers = (drift or {}).get("desired") or {}, (drift or {}).get("workers") or []
+    row["sglang"] = f"router {desired.get('version', '?')}"
+    row["gpus"] = f"{sum(1 for w in workers if w.get('is_healthy'))}/{len(workers)} workers healthy"
+    for column in ("release", "compat", "audit", "decode tok/s", "roofline tok/s", "of roofline"):
+        row[column] = "-"
+    levels = (verify or {}).get("levels") or []
+    row["left on the table"] = "; ".join(
+        f"c={lv['concurrency']}: {lv['output_tok_s']:.0f} tok/s out, {lv['ratio']:.2f} x the sum of {lv['replicas']} replicas"
+        for lv in levels) or "not verified through the router"
 
 
 def main():

@@ -25,6 +25,8 @@ BIN = REPO / ".venv" / "bin"
 KEY = REPO / ".lab" / "ssh" / "id_ed25519"
 KNOWN_HOSTS = REPO / ".lab" / "known_hosts"  # lab.py up writes <prefix> here
 IMAGE = "localhost/sglang-fleet-lab:bookworm"
+# A lab fleet's hosts unless a module names its own: one per SGLang flag layout (eras A, B, C)
+LAB_HOSTS = ("ct129", "h200x2", "h200x1")
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SGLANG_FLEET_LAB_KEY": str(KEY),
        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
 
@@ -119,7 +121,7 @@ class LabFleet:
 
 @contextlib.contextmanager
 def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=None):
-    """Start the lab hosts (all, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*,
+    """Start the lab hosts (LAB_HOSTS, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*,
     with `group_vars` over the lab group's (group_vars/sglang_lab.yml of the copy) and
     `extra_vars` given to every play before the test's own -e."""
     if shutil.which("podman") is None:
@@ -130,10 +132,14 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     shutil.copytree(REPO / "inventories" / "lab", inv)
     inventory = inv / "hosts.yml"
     data = yaml.safe_load(inventory.read_text())
-    group = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]
+    servers = data["all"]["children"]["sglang_servers"]
+    group = servers["children"]["sglang_lab"]
     group["hosts"] = {name: {"ansible_host": spec["ansible_host"].replace("10.89.77.", subnet)}
-                      for name, spec in group["hosts"].items() if hosts is None or name in hosts}
+                      for name, spec in group["hosts"].items() if name in (hosts or LAB_HOSTS)}
     group["vars"]["lab_known_hosts"] = str(KNOWN_HOSTS / prefix)
+    # the lab servers alone: the demo's router and its replicas' group stay out of the tests' copies
+    servers["children"] = {"sglang_lab": group}
+    data["all"]["children"] = {"sglang_servers": servers}
     # keep the inventory's host order: the rollout's batches follow it
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     if group_vars:

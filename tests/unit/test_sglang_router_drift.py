@@ -6,6 +6,9 @@ tests/lab/test_router_lab.py; here the host's views are given."""
 import http.server
 import json
 import os
+import pathlib
+import subprocess
+import sys
 import threading
 import time
 
@@ -14,6 +17,7 @@ from ansible.module_utils.sglang_router_drift import compare, drift_report, obse
 from ansible.module_utils.sglang_router_verify import RouterVerifyError, load_reports, plan
 from ansible.module_utils.sglang_router_verify import compare as verify_compare
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
 VENV = "/opt/ml-env/sglang-router-0.3.2"
 A, B = "http://10.0.0.11:30000", "http://10.0.0.12:30000"
 ARGV = ["--worker-urls", A, B, "--policy", "round_robin", "--port", "8080"]
@@ -161,6 +165,28 @@ def test_verify_puts_the_fleet_next_to_the_sum_of_its_replicas():
         "c=8: 330.0 tok/s through the router is 0.75 x the sum of its 2 replicas (440.0 tok/s, each at c=4), below 0.80 "
         "(sglang_router_verify_min_ratio): check the router's policy and its host's CPU"]
     assert report["metrics"] == {"output_tok_s@2": 99.0, "output_tok_s@8": 330.0}
+
+
+def test_the_fleet_report_shows_the_router_row_from_its_drift_and_verify(tmp_path):
+    """`make report`'s row for a router: its release and healthy workers (drift), its throughput next to
+    its replicas' sum (verify through the router); no GPU, audit or roofline columns of its own."""
+    reports = {"rep1": replica_report(50), "rep2": replica_report(60)}
+    bench = [{"output_throughput": 99.0, "request_throughput": 0.9, "ttft_ms": {"p50": 120.0}, "e2e_ms": {"p50": 1100.0},
+              "completed": 4, "failed": 0},
+             {"output_throughput": 418.0, "request_throughput": 3.5, "ttft_ms": {"p50": 420.0}, "e2e_ms": {"p50": 4100.0},
+              "completed": 16, "failed": 0}]
+    sick = [{"url": A, "id": "id-a", "is_healthy": True}, {"url": B, "id": "id-b", "is_healthy": False}]
+    folder = tmp_path / "router"
+    folder.mkdir()
+    (folder / "verify-latest.json").write_text(json.dumps(verify_compare("router", plan(reports), bench, reports, 0.8)))
+    (folder / "drift-latest.json").write_text(json.dumps(drift_report(desired(), observed(workers=sick),
+                                                                      {"parsed": dict(PARSED)})))
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fleet_report.py"), "--reports", str(tmp_path), "router"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    row = [line for line in proc.stdout.splitlines() if line.startswith("| router ")]
+    assert row == ["| router | router 0.3.2 | - | 1/2 workers healthy | - | - | PASS | 1 difference | - | - | - | "
+                   "c=2: 99 tok/s out, 0.90 x the sum of 2 replicas; c=8: 418 tok/s out, 0.95 x the sum of 2 replicas |"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # drifted: the unhealthy worker
 
 
 def fake_router_proc(tmp_path, started_at):
