@@ -268,6 +268,17 @@ def test_a_rollout_of_every_replica_behind_the_router_fails_no_request(fleet):
     assert workers() == EXPECTED_WORKERS
 
 
+def test_a_rerun_that_changes_nothing_keeps_every_replica_in_the_router(fleet):
+    """The drain is for a restart: a deploy that restarts nothing never takes capacity out."""
+    rc, out = rollout(fleet, "drained")
+    assert rc == 0, out
+    assert [recap(out, host)["changed"] for host in REPLICAS] == [0, 0], out
+    assert "out of router" not in out, out
+    for host in REPLICAS:
+        assert f"{host}: still in router router (http://{SUBNET}" in out, out
+    assert workers() == EXPECTED_WORKERS
+
+
 def test_the_same_rollout_without_draining_breaks_requests(fleet):
     with Load() as load:
         rc, out = rollout(fleet, "undrained", "-e", "sglang_router_host=")
