@@ -62,6 +62,35 @@ def pair_problems(prefill_group, decode_group, groups, who):
     return problems
 
 
+# What the two sides of a pair must declare alike (missing = the release's default, so: on both or on
+# neither). The decode fetches the prefill's KV layout at its first request and refuses a mismatch
+# there, after the deploy (0.5.23 srt/disaggregation/common/conn.py:1320-1335).
+SAME_ARGS = (("model_path", "the decode continues from the KV cache the prefill computed for this model"),
+             ("page_size", "\"Both servers must use the same --page-size value\" (0.5.23 "
+                           "srt/disaggregation/common/conn.py:1320-1325, raised at the first request)"),
+             ("kv_cache_dtype", "\"Both servers must use the same --kv-cache-dtype value\" (0.5.23 "
+                                "srt/disaggregation/common/conn.py:1327-1335, raised at the first request)"))
+
+
+def _same_on_both_sides(prefill_group, decode_group, members, hostvars):
+    """The pair's release, model and KV layout flags, one value across its hosts."""
+    problems = []
+    pair = f"the PD pair {prefill_group!r} / {decode_group!r}"
+    versions = {h: str(hostvars[h].get("sglang_version") or "?") for h in members}
+    if len(set(versions.values())) > 1:
+        problems.append(f"{pair} runs more than one SGLang release ({', '.join(f'{h} {v}' for h, v in versions.items())}): "
+                        "the KV transfer is internal to a release (0.5.23 srt/disaggregation/common/conn.py:1006-1010 "
+                        "warns that \"Mixed SGLang versions may wait for the KV release timeout\"); set sglang_version "
+                        "once, in the pair's group vars")
+    for dest, why in SAME_ARGS:
+        values = {h: {_dest(k): v for k, v in _args(hostvars[h]).items()}.get(dest) for h in members}
+        if len({repr(v) for v in values.values()}) > 1:
+            shown = ", ".join(f"{h} {'(not set)' if v is None else v}" for h, v in values.items())
+            problems.append(f"{pair} declares {dest} differently ({shown}): {why}; set sglang_args.{dest} the same on "
+                            "both groups, or on neither")
+    return problems
+
+
 def sglang_pd_plan(me, hostvars, groups, already_derived=False):
     """This host's side of its PD pair, or why the pair is refused.
 
@@ -118,6 +147,7 @@ def sglang_pd_plan(me, hostvars, groups, already_derived=False):
         problems.append(f"the PD pair {prefill_group!r} / {decode_group!r} must move the KV cache with one transfer "
                         f"backend: {', '.join(f'{h} {b}' for h, b in backends.items())}; set "
                         "sglang_args.disaggregation_transfer_backend the same on both groups")
+    problems += _same_on_both_sides(prefill_group, decode_group, members, hostvars)
     if role == "prefill" and backends[me] == "fake":
         problems.append("disaggregation_transfer_backend fake on a prefill server: SGLang refuses it at start "
                         "(\"Prefill server does not support 'fake' as the transfer backend\", 0.5.23 "

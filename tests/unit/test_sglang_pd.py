@@ -111,6 +111,29 @@ def test_transfer_backend_one_per_pair_and_never_fake_on_prefill():
     assert pd.sglang_pd_plan("d1", hv, groups)["problems"] == []
 
 
+def test_one_release_one_model_and_one_kv_layout_per_pair():
+    """What the decode refuses only at its first request (0.5.23 common/conn.py:1320-1335), refused before
+    any change: the same release, model, page size and KV cache dtype on both sides."""
+    hv, groups = fleet(**{h: {"sglang_version": "0.5.23"} for h in ("p1", "p2", "d1")})
+    assert all(pd.sglang_pd_plan(h, hv, groups)["problems"] == [] for h in ("p1", "p2", "d1"))
+    hv["d1"]["sglang_version"] = "0.5.18"
+    (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
+    assert msg.startswith("the PD pair 'qwen_prefill' / 'qwen_decode' runs more than one SGLang release "
+                          "(p1 0.5.23, p2 0.5.23, d1 0.5.18): the KV transfer is internal to a release")
+    assert msg.endswith("set sglang_version once, in the pair's group vars")
+    hv, groups = fleet(d1={"sglang_args": {"model_path": "/other", "page-size": 16}},
+                       p2={"sglang_args": {"model_path": "/m", "kv_cache_dtype": "fp8_e4m3"}})
+    problems = pd.sglang_pd_plan("d1", hv, groups)["problems"]
+    assert [p.split(":")[0] for p in problems] == [
+        "the PD pair 'qwen_prefill' / 'qwen_decode' declares model_path differently (p1 /m, p2 /m, d1 /other)",
+        "the PD pair 'qwen_prefill' / 'qwen_decode' declares page_size differently (p1 (not set), p2 (not set), d1 16)",
+        "the PD pair 'qwen_prefill' / 'qwen_decode' declares kv_cache_dtype differently "
+        "(p1 (not set), p2 fp8_e4m3, d1 (not set))"]
+    assert '"Both servers must use the same --page-size value"' in problems[1]
+    assert problems[2].endswith("set sglang_args.kv_cache_dtype the same on both groups, or on neither")
+    assert pd.sglang_pd_plan("solo", hv, groups)["problems"] == []  # outside the pair: nothing to compare
+
+
 def test_the_router_gets_prefill_urls_with_bootstrap_ports_and_decode_urls():
     hv, groups = fleet()
     plan = router.pd_plan("qwen_prefill", "qwen_decode", groups, hv, {"policy": "round_robin"}, "lb")
