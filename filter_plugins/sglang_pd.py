@@ -82,8 +82,9 @@ def _same_on_both_sides(prefill_group, decode_group, members, hostvars):
                         "the KV transfer is internal to a release (0.5.23 srt/disaggregation/common/conn.py:1006-1010 "
                         "warns that \"Mixed SGLang versions may wait for the KV release timeout\"); set sglang_version "
                         "once, in the pair's group vars")
+    declared = {h: {_dest(k): v for k, v in _args(hostvars[h]).items()} for h in members}
     for dest, why in SAME_ARGS:
-        values = {h: {_dest(k): v for k, v in _args(hostvars[h]).items()}.get(dest) for h in members}
+        values = {h: declared[h].get(dest) for h in members}
         if len({repr(v) for v in values.values()}) > 1:
             shown = ", ".join(f"{h} {'(not set)' if v is None else v}" for h, v in values.items())
             problems.append(f"{pair} declares {dest} differently ({shown}): {why}; set sglang_args.{dest} the same on "
