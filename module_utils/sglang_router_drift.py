@@ -4,7 +4,7 @@ Three views of reality (sglang_router role, router hosts):
 
 - the service: ``sglang-router.service`` installed, enabled, active (``systemctl show``, as the
   server's drift reads it: module_utils/sglang_drift.py ``read_service``);
-- the running main process: its argv (``<venv>/bin/python -m sglang_router.launch_router <argv>``)
+- the running main process: its argv (``<venv>/bin/python <launcher> sglang_router.launch_router <argv>``)
   is ``/proc/<MainPID>/cmdline``, or, as the real router overwrites that with its title (0.3.2
   launch_router.py:32 ``setproctitle("sglang::router")``), the unit's ExecStart= when the process
   started after the unit was written (else: pending restart); its venv against the release's, its
@@ -66,10 +66,12 @@ def _item(what, desired, actual, fix):
     return {"what": what, "desired": desired, "actual": actual, "fix": fix}
 
 
-def read_workers(api_url, timeout=10.0):
+def read_workers(api_url, timeout=10.0, api_key=None):
     """The router's live workers ({url, id, is_healthy}) or an error string."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(api_url.rstrip("/") + "/workers", timeout=timeout) as resp:
+        with urllib.request.urlopen(urllib.request.Request(api_url.rstrip("/") + "/workers", headers=headers),
+                                    timeout=timeout) as resp:
             data = json.loads(resp.read().decode("utf-8", errors="replace"))
     except (OSError, ValueError, urllib.error.URLError) as exc:
         return None, f"GET {api_url.rstrip('/')}/workers failed: {exc}"
@@ -91,7 +93,7 @@ def process_start(pid, proc="/proc"):
         return None
 
 
-def observe(run, service, unit_file, api_url, timeout=10.0, proc="/proc"):
+def observe(run, service, unit_file, api_url, timeout=10.0, proc="/proc", api_key=None):
     """What the router host shows: service, unit argv, running argv, live workers. Reads only.
 
     The real router renames its process (sglang-router 0.3.2 launch_router.py:32
@@ -120,7 +122,7 @@ def observe(run, service, unit_file, api_url, timeout=10.0, proc="/proc"):
         # btime is whole seconds: a unit written within 1 s before the start is not "newer"
         observed["unit_newer_than_process"] = started is None or written > started + 1.0
         observed["process_started_at"], observed["unit_written_at"] = started, written
-    observed["workers"], observed["workers_error"] = read_workers(api_url, timeout)
+    observed["workers"], observed["workers_error"] = read_workers(api_url, timeout, api_key)
     return observed
 
 
@@ -155,10 +157,11 @@ def compare(desired, observed, running_parsed):
                            f"{fix} (starts it); if it keeps stopping: journalctl -u {service}"))
         return items
 
-    running = split_launch(observed["running"], "")
-    if running["venv"] != desired["venv"] or running["entrypoint"] != ENTRYPOINT:
-        items.append(_item("running venv", f"{desired['venv']} -m {ENTRYPOINT}",
-                           f"{running['venv'] or running['python']} -m {running['entrypoint']}",
+    running = split_launch(observed["running"], desired.get("launcher") or "")
+    if (running["venv"] != desired["venv"] or running["entrypoint"] != ENTRYPOINT
+            or running["launcher"] != desired.get("launcher")):
+        items.append(_item("running venv", f"{desired['venv']} {desired.get('launcher') or '-m'} {ENTRYPOINT}",
+                           f"{running['venv'] or running['python']} {running['launcher'] or '-m'} {running['entrypoint']}",
                            f"{fix} (restarts it on sglang-router {desired['version']})"))
     if running_parsed is None or "error" in running_parsed:
         items.append(_item("running argv", f"parses with sglang-router {desired['version']}",

@@ -6,7 +6,12 @@ repeats; the same on every replica, or it says which differs) and scales each le
 replicas: N replicas measured at concurrency c each are benchmarked through the router at N x c,
 with N x their requests and warm-up. ``compare`` puts the router's results next to the replicas':
 output and request throughput against their sum (the ratio; the gate is ``min_ratio``), latency
-(TTFT, end to end, p50) against their mean. Controller only, pure; stdlib only.
+(TTFT, end to end, p50) against their mean.
+
+A PD router's servers have no verify of their own (a PD server answers only requests carrying
+its router's bootstrap fields), so ``plan_pd`` takes the workload from sglang_router_verify_pd and
+``compare_pd`` gates the pair end to end: no failed request, each level at least its floor.
+Controller only, pure; stdlib only.
 """
 
 import json
@@ -115,4 +120,54 @@ def compare(host, workload, bench, reports, min_ratio):
         "metrics": {f"output_tok_s@{lv['concurrency']}": round(lv["output_tok_s"], 2) for lv in levels},
         "replicas": sorted(reports), "workload": {k: v for k, v in workload.items() if k != "levels"},
         "bench": bench,
+    }
+
+
+def plan_pd(settings):
+    """A PD router's benchmark from sglang_router_verify_pd: each level's concurrency, with
+    requests_per_stream and warmup_per_stream requests per stream (as the servers' verify)."""
+    try:
+        levels = [{"concurrency": int(c), "replica_concurrency": int(c),
+                   "num_prompts": int(c) * int(settings["requests_per_stream"]),
+                   "warmup": int(c) * int(settings["warmup_per_stream"])} for c in settings["concurrency"]]
+        workload = {"api": str(settings["api"]), "model": settings.get("model") or "",
+                    "input_len": int(settings["input_len"]), "output_len": int(settings["output_len"]),
+                    "repeats": int(settings["repeats"])}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RouterVerifyError(f"sglang_router_verify_pd is missing or has a bad {exc}: it needs concurrency (a list), "
+                                "input_len, output_len, requests_per_stream, warmup_per_stream, repeats and api") from None
+    if not levels or any(lv["concurrency"] < 1 for lv in levels):
+        raise RouterVerifyError("sglang_router_verify_pd.concurrency needs one or more levels of at least 1")
+    return {**workload, "replicas": 0, "pd": True, "levels": levels}
+
+
+def compare_pd(host, workload, bench, floors):
+    """A PD router's report: per level its throughput and latency end to end, the floor of that
+    level (sglang_router_verify_pd.min_output_tok_s, {concurrency: tok/s}) and failed requests."""
+    floors = {int(k): float(v) for k, v in (floors or {}).items()}
+    levels, failures = [], []
+    for lv, got in zip(workload["levels"], bench):
+        c = lv["concurrency"]
+        out = float(got.get("output_throughput") or 0)
+        level = {"concurrency": c, "output_tok_s": out, "request_s": got.get("request_throughput"),
+                 "ttft_ms_p50": _p50(got.get("ttft_ms")), "e2e_ms_p50": _p50(got.get("e2e_ms")),
+                 "completed": got.get("completed"), "failed": got.get("failed"), "floor_tok_s": floors.get(c)}
+        levels.append(level)
+        if c in floors and out < floors[c]:
+            failures.append(f"c={c}: {out:.1f} tok/s through the PD router, below its floor {floors[c]:.1f} "
+                            "(sglang_router_verify_pd.min_output_tok_s)")
+        if got.get("failed"):
+            failures.append(f"c={c}: {got['failed']} request(s) failed through the PD router")
+    parts = [f"c={lv['concurrency']} {lv['output_tok_s']:.1f} tok/s out"
+             + (f" (floor {lv['floor_tok_s']:.1f})" if lv["floor_tok_s"] is not None else "")
+             + f", TTFT p50 {(lv['ttft_ms_p50'] or 0):.0f} ms, e2e p50 {(lv['e2e_ms_p50'] or 0):.0f} ms" for lv in levels]
+    passed = not failures
+    line = f"{host}: {'PASS' if passed else 'FAIL'} through the PD router: " + "; ".join(parts)
+    gate = {"gate": "pd_floor", "status": "pass" if passed else "fail", "threshold": {str(k): v for k, v in floors.items()},
+            "message": "; ".join(failures) or "no failed request" + (", every level at its floor" if floors else "")}
+    return {
+        "host": host, "role": "router", "mode": "pd", "passed": passed, "failures": failures, "line": line,
+        "lines": [line] + [f"{host}: {f}" for f in failures], "gates": [gate], "levels": levels,
+        "metrics": {f"output_tok_s@{lv['concurrency']}": round(lv["output_tok_s"], 2) for lv in levels},
+        "replicas": [], "workload": {k: v for k, v in workload.items() if k != "levels"}, "bench": bench,
     }

@@ -72,7 +72,9 @@ def router_columns(row, verify, drift):
         row[column] = "-"
     levels = (verify or {}).get("levels") or []
     row["left on the table"] = "; ".join(
-        f"c={lv['concurrency']}: {lv['output_tok_s']:.0f} tok/s out, {lv['ratio']:.2f} x the sum of {lv['replicas']} replicas"
+        f"c={lv['concurrency']}: {lv['output_tok_s']:.0f} tok/s out, "
+        + (f"{lv['ratio']:.2f} x the sum of {lv['replicas']} replicas" if lv.get("ratio") is not None
+           else "the PD pair end to end")
         for lv in levels) or "not verified through the router"
 
 

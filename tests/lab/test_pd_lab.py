@@ -30,6 +30,9 @@ IPS = {"pre1": f"{SUBNET}11", "dec1": f"{SUBNET}12", "router": f"{SUBNET}20"}
 LOG = "/var/log/journal/sglang.service.log"  # the lab's journal (lab/README.md)
 PAIR = {"sglang_pd_prefill_group": "qwen_prefill", "sglang_pd_decode_group": "qwen_decode",
         "sglang_pd_bootstrap_port": BOOTSTRAP_PORT}
+# verify through the PD router, light as the lab's (lab/light_verify.yml); a floor at c=1 it meets
+VERIFY_PD = {"concurrency": [1, 2], "input_len": 64, "output_len": 32, "requests_per_stream": 1,
+             "warmup_per_stream": 0, "repeats": 1, "api": "completions", "min_output_tok_s": {1: 5}}
 
 
 def inventory(tmp_path, bad=False):
@@ -58,8 +61,10 @@ def inventory(tmp_path, bad=False):
             "hosts": {"router": {"ansible_host": IPS["router"]}},
             "vars": {**connection, "lab_known_hosts": known,
                      "sglang_router_prefill_group": "qwen_prefill", "sglang_router_decode_group": "qwen_decode",
+                     "sglang_router_allow_unauthenticated_bind": True,  # the lab's internal network, as the servers
                      "sglang_router_args": {"host": "0.0.0.0", "port": ROUTER_PORT, "policy": "round_robin",
-                                            "worker_startup_check_interval": 1}}}}}}
+                                            "worker_startup_check_interval": 1},
+                     "sglang_router_verify_pd": VERIFY_PD}}}}}
     path = inv / "hosts.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -156,17 +161,49 @@ def test_streamed_generations_through_the_router_are_prefilled_then_decoded(flee
     assert streamed <= prefilled  # every room the decode streamed was prefilled by pre1
 
 
-def test_drift_sees_the_pair_and_its_router_in_sync_and_verify_says_what_it_cannot_measure(fleet):
-    lab, _, _ = fleet
+def test_drift_sees_the_pair_and_its_router_in_sync_and_verify_measures_it_through_the_router(fleet):
+    lab, tmp, _ = fleet
     rc, out = lab.play("drift.yml")
     assert rc == 0, out
     text = unflow(out)
     assert "drift: 2 hosts in sync, 0 drifted" in text, out
     assert "router: in sync" in text, out
-    rc, out = lab.play("verify.yml")
+    rc, out = lab.play("verify.yml", "-l", "router")
     assert rc == 0, out
-    assert ("router: not verified: a PD router (prefill qwen_prefill, decode qwen_decode) has no per-server results "
-            "to compare with") in unflow(out), out
+    report = json.loads((tmp / "reports" / "router" / "verify-latest.json").read_text())
+    assert report["mode"] == "pd" and report["passed"] is True
+    assert [(lv["concurrency"], lv["failed"], lv["floor_tok_s"]) for lv in report["levels"]] == [(1, 0, 5.0), (2, 0, None)]
+    assert all(lv["output_tok_s"] > 5 and lv["completed"] == lv["concurrency"] for lv in report["levels"]), report
+    assert "router: PASS through the PD router: c=1 " in unflow(out), out
+    # a floor the pair cannot reach fails the router, with the level and the floor
+    rc, out = lab.play("verify.yml", "-l", "router", "-e", json.dumps({"sglang_router_verify_pd": {
+        **VERIFY_PD, "concurrency": [1], "min_output_tok_s": {1: 100000}}}))
+    assert rc != 0
+    assert "router: c=1: " in unflow(out) and "tok/s through the PD router, below its floor 100000.0" in unflow(out), out
+
+
+def test_a_rollout_takes_each_side_out_of_the_router_and_puts_it_back_as_its_kind(fleet):
+    lab, _, _ = fleet
+
+    def kinds():  # each worker as the router knows it, less its id and its live load
+        return {w["url"]: {k: v for k, v in w.items() if k not in ("id", "load")}
+                for w in json.loads(router("/workers")[1])["workers"]}
+    before = kinds()
+    prefill, decode = f"http://{IPS['pre1']}:30000", f"http://{IPS['dec1']}:30000"
+    assert sorted(before) == sorted([prefill, decode]), before
+    print(f"the router's workers before the rollout: {before}")
+    assert "prefill" in json.dumps(before[prefill]["worker_type"]) and str(BOOTSTRAP_PORT) in json.dumps(before[prefill])
+    assert "decode" in json.dumps(before[decode]["worker_type"])
+    env = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json", "ROLLOUT_MARKER": "pd"}
+    rc, out = lab.play("deploy.yml", "-e", json.dumps({"sglang_rollout_batches": [1], "sglang_router_host": "router",
+                                                       "sglang_service_environment": env}))
+    assert rc == 0, out
+    for host in ("pre1", "dec1"):
+        assert recap(out, host)["failed"] == 0
+        assert f"{host}: out of router router (http://{IPS[host]}:30000)" in out, out
+        assert f"{host}: back in router router (http://{IPS[host]}:30000)" in out, out
+    assert kinds() == before  # the prefill back as a prefill with its bootstrap port, the decode as a decode
+    assert generates()
 
 
 def test_a_direct_request_without_the_router_is_refused_by_a_pd_server(fleet):

@@ -11,6 +11,10 @@ load: the streams they were serving break, and the client counts them. The route
 default retries on (sglang-router 0.3.2 router_args.py:77, retry_max_retries 5): a user gets
 them, and they cannot resume a stream the restart cut.
 
+The replicas and the router share one API key (the replicas' sglang_service_secrets.SGLANG_API_KEY,
+which sglang_router_api_key defaults to): the router requires it from clients and sends it to its
+workers, and it shows nowhere but in the root-only EnvironmentFiles.
+
 drift.yml compares the router with the inventory (its running argv parsed with the release's own
 argparse, its live /workers against the replicas) and verify.yml benchmarks the fleet through it
 next to the sum of the replicas' own verify results.
@@ -20,6 +24,7 @@ import json
 import shutil
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -31,18 +36,20 @@ pytestmark = pytest.mark.lab
 PREFIX, SUBNET = "sglang-router", "10.89.107."
 REPLICAS = ("rep1", "rep2")
 ROUTER_PORT = 8080
+API_KEY = "lab-router-key-3f9c2e"  # the replicas' key, and so the router's
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+LAUNCHER = "/usr/local/lib/sglang-fleet/sglang_launch.py"
 
 
 def inventory(tmp_path):
-    """The lab inventory with two replicas of h200x1 (served beyond loopback, behind the router)
-    and a router host of its own."""
+    """The lab inventory with two replicas of h200x1 (served beyond loopback with an API key, behind
+    the router) and a router host of its own (no key of its own: it takes the replicas')."""
     inv = tmp_path / "lab"
     shutil.copytree(REPO / "inventories" / "lab", inv)
     known = str(KNOWN_HOSTS / PREFIX)
     replica = yaml.safe_load((inv / "host_vars" / "h200x1.yml").read_text())
     replica["sglang_args"] = {**replica["sglang_args"], "host": "0.0.0.0"}
-    # the lab network is internal: an open bind is intended here (a production fleet sets SGLANG_API_KEY)
-    replica.update(sglang_service_allow_unauthenticated_bind=True, sglang_router_host="router")
+    replica.update(sglang_service_secrets={"SGLANG_API_KEY": API_KEY}, sglang_router_host="router")
     for name in REPLICAS:
         (inv / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(replica))
     lab_vars = yaml.safe_load((inv / "group_vars" / "sglang_lab.yml").read_text())
@@ -78,16 +85,16 @@ def fleet(tmp_path_factory):
                                ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}'))):
             rc, out = play(playbook, *args)
             assert rc == 0, out
-        play.reports = tmp / "reports"
+        play.reports, play.inventory = tmp / "reports", inv
         yield play
     finally:
         run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
 
 
-def router(path, body=None, method=None):
+def router(path, body=None, method=None, auth=True):
     req = urllib.request.Request(f"http://{SUBNET}20:{ROUTER_PORT}{path}", method=method,
                                  data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **(AUTH if auth else {})})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return resp.status, resp.read()
 
@@ -174,7 +181,7 @@ def test_drift_of_the_router_is_in_sync_with_the_inventory(fleet):
     report = router_report(fleet, "drift")
     assert report["in_sync"] is True and report["items"] == []
     assert sorted(w["url"] for w in report["workers"]) == EXPECTED_WORKERS
-    assert report["running"]["argv"][1:3] == ["-m", "sglang_router.launch_router"]
+    assert report["running"]["argv"][1:3] == [LAUNCHER, "sglang_router.launch_router"]
     # the fleet report has a row for the router, its drift column read from that report
     rc, table = run([BIN / "python", REPO / "scripts" / "fleet_report.py", "--reports", fleet.reports])
     row = next(line for line in table.splitlines() if line.startswith("| router |"))
@@ -208,7 +215,7 @@ def test_drift_names_a_worker_taken_out_and_one_added_by_hand(fleet):
         if stranger in ids:
             router(f"/workers/{ids[stranger]}", method="DELETE")
         if rep2 not in ids:
-            router("/workers", {"url": rep2}, method="POST")
+            router("/workers", {"url": rep2, "api_key": API_KEY}, method="POST")
         wait_for(lambda: workers() == EXPECTED_WORKERS, "the router is back to the inventory's workers")
 
 
@@ -266,6 +273,9 @@ def test_a_rollout_of_every_replica_behind_the_router_fails_no_request(fleet):
     assert load.ok > 20
     assert load.failed == 0
     assert workers() == EXPECTED_WORKERS
+    # put back with their key, as the router's --worker-urls had them: the router read their model
+    assert [w["model_id"] for w in json.loads(router("/workers")[1])["workers"]] == ["/models/Qwen3-8B"] * 2
+    assert API_KEY not in out
 
 
 def test_a_rerun_that_changes_nothing_keeps_every_replica_in_the_router(fleet):
@@ -287,3 +297,23 @@ def test_the_same_rollout_without_draining_breaks_requests(fleet):
     print(f"undrained rollout: {load.ok} requests ok, {load.failed} failed")
     assert load.ok > 20
     assert load.failed > 0
+
+
+def test_the_router_requires_the_key_and_never_shows_it(fleet):
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        router("/generate", {"text": "no key", "sampling_params": {"max_new_tokens": 2}}, auth=False)
+    assert refused.value.code == 401
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        router("/workers", auth=False)  # its worker API too: nobody without the key removes a worker
+    assert refused.value.code == 401
+    rc, out = run([BIN / "ansible", "-i", fleet.inventory, "router", "-b", "-m", "shell", "-a",
+                   "stat -c '%a %U' /etc/sglang-router/sglang-router.env; grep -c '^SGLANG_API_KEY=' "
+                   "/etc/sglang-router/sglang-router.env; cat /etc/systemd/system/sglang-router.service; "
+                   "for p in $(pgrep -u sglang-router); do tr '\\0' ' ' < /proc/$p/cmdline; echo; done; "
+                   "journalctl -u sglang-router --no-pager | tail -n 200"])
+    assert rc == 0, out
+    assert "600 root\n1\n" in out, out  # the key is in the root-only EnvironmentFile, once
+    assert "EnvironmentFile=/etc/sglang-router/sglang-router.env" in out, out
+    assert "sglang::router" in out and f"{LAUNCHER} sglang_router.launch_router" in out, out  # the processes were read
+    assert API_KEY not in out, out  # not in the unit, any of the router's argv, or its log
+    assert not [p for p in fleet.reports.rglob("*") if p.is_file() and API_KEY in p.read_text(errors="replace")]

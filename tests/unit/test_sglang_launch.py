@@ -1,4 +1,4 @@
-"""roles/sglang_service/files/sglang_launch.py run as the unit runs it, with a stand-in server.
+"""roles/sglang_common/files/sglang_launch.py run as the unit runs it, with a stand-in server.
 
 The stand-in does what SGLang does with its arguments: logs them at start-up (API key included,
 as real SGLang's `server_args=` line), prints from a subprocess (SGLang's schedulers inherit fd 1
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "roles" / "sglang_service" / "files" / "sglang_launch.py"
+LAUNCHER = REPO / "roles" / "sglang_common" / "files" / "sglang_launch.py"
 KEY, ADMIN, HF = "canary-K3y", "canary-Adm", "hf_canary"
 
 SERVER = """

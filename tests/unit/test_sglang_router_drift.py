@@ -14,7 +14,7 @@ import time
 
 import pytest
 from ansible.module_utils.sglang_router_drift import compare, drift_report, observe, redact_router_argv
-from ansible.module_utils.sglang_router_verify import RouterVerifyError, load_reports, plan
+from ansible.module_utils.sglang_router_verify import RouterVerifyError, compare_pd, load_reports, plan, plan_pd
 from ansible.module_utils.sglang_router_verify import compare as verify_compare
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -79,6 +79,18 @@ def test_worker_urls_in_argv_venv_and_pending_restart():
     assert B in items[2]["actual"] and "0.3.1" in items[2]["actual"]
 
 
+def test_the_router_runs_through_the_launcher_the_unit_names():
+    launcher = "/usr/local/lib/sglang-fleet/sglang_launch.py"
+    launched = [f"{VENV}/bin/python", launcher, "sglang_router.launch_router", *ARGV]
+    want = desired(launcher=launcher)
+    assert drift_report(want, observed(unit=launched, running=launched), {"parsed": dict(PARSED)})["in_sync"] is True
+    # an older unit (-m, no launcher: the key would have to be in argv) is drift, with the fix
+    items = compare(want, observed(), {"parsed": dict(PARSED)})
+    assert [(i["what"], i["desired"], i["actual"]) for i in items] == [
+        ("running venv", f"{VENV} {launcher} sglang_router.launch_router", f"{VENV} -m sglang_router.launch_router")]
+    assert items[0]["fix"].startswith("run router.yml -l router")
+
+
 def test_a_stopped_or_missing_router():
     stopped = observed(service={"installed": True, "unit_file_state": "enabled", "active_state": "failed", "main_pid": 0},
                        running=None, workers=None)
@@ -96,9 +108,15 @@ def test_secret_values_are_masked_in_every_form():
 
 
 class Workers(http.server.BaseHTTPRequestHandler):
+    """GET /workers, behind the key as the real router with --api-key (401 without it)."""
     body = b""
+    key = "router-key"
 
     def do_GET(self):  # noqa: N802
+        if self.headers.get("Authorization") != f"Bearer {self.key}":
+            self.send_response(401)
+            self.end_headers()
+            return
         self.send_response(200 if self.path == "/workers" else 404)
         self.end_headers()
         self.wfile.write(self.body)
@@ -119,9 +137,12 @@ def test_observe_reads_the_service_the_process_and_the_workers(tmp_path):
         def run(argv):
             assert argv == ["systemctl", "show", "sglang-router", "-p", "ActiveState", "-p", "MainPID", "-p", "UnitFileState"]
             return 0, "ActiveState=active\nMainPID=42\nUnitFileState=enabled\n", ""
-        seen = observe(run, "sglang-router", str(unit), f"http://127.0.0.1:{server.server_port}", proc=str(tmp_path / "proc"))
+        url = f"http://127.0.0.1:{server.server_port}"
+        seen = observe(run, "sglang-router", str(unit), url, proc=str(tmp_path / "proc"), api_key=Workers.key)
+        keyless = observe(run, "sglang-router", str(unit), url, proc=str(tmp_path / "proc"))
     finally:
         server.shutdown()
+    assert keyless["workers"] is None and "HTTP Error 401" in keyless["workers_error"]
     assert seen["running"] == RUNNING[:3] + ["--api-key", "<redacted>"] == seen["unit"]
     assert seen["workers"] == [{"url": A, "id": "id-a", "is_healthy": True}] and seen["workers_error"] is None
 
@@ -165,6 +186,43 @@ def test_verify_puts_the_fleet_next_to_the_sum_of_its_replicas():
         "c=8: 330.0 tok/s through the router is 0.75 x the sum of its 2 replicas (440.0 tok/s, each at c=4), below 0.80 "
         "(sglang_router_verify_min_ratio): check the router's policy and its host's CPU"]
     assert report["metrics"] == {"output_tok_s@2": 99.0, "output_tok_s@8": 330.0}
+
+
+PD_SETTINGS = {"concurrency": [1, 4], "input_len": 512, "output_len": 256, "requests_per_stream": 2,
+               "warmup_per_stream": 1, "repeats": 3, "api": "completions", "min_output_tok_s": {"1": 40}}
+
+
+def test_a_pd_router_is_verified_end_to_end_against_its_floors():
+    """A PD pair has no per-server verify to sum: its router's benchmark is the workload of
+    sglang_router_verify_pd, gated on each level's floor and on failed requests."""
+    workload = plan_pd(PD_SETTINGS)
+    assert workload["levels"] == [{"concurrency": 1, "replica_concurrency": 1, "num_prompts": 2, "warmup": 1},
+                                  {"concurrency": 4, "replica_concurrency": 4, "num_prompts": 8, "warmup": 4}]
+    assert (workload["api"], workload["input_len"], workload["output_len"], workload["repeats"]) == ("completions", 512, 256, 3)
+    bench = [{"output_throughput": 35.5, "request_throughput": 0.14, "ttft_ms": {"p50": 90.0}, "e2e_ms": {"p50": 7000.0},
+              "completed": 2, "failed": 0},
+             {"output_throughput": 130.0, "request_throughput": 0.5, "ttft_ms": {"p50": 150.0}, "e2e_ms": {"p50": 7900.0},
+              "completed": 7, "failed": 1}]
+    report = compare_pd("router", workload, bench, PD_SETTINGS["min_output_tok_s"])
+    assert report["mode"] == "pd" and report["passed"] is False
+    assert report["failures"] == [
+        "c=1: 35.5 tok/s through the PD router, below its floor 40.0 (sglang_router_verify_pd.min_output_tok_s)",
+        "c=4: 1 request(s) failed through the PD router"]
+    assert report["line"] == ("router: FAIL through the PD router: c=1 35.5 tok/s out (floor 40.0), TTFT p50 90 ms, "
+                              "e2e p50 7000 ms; c=4 130.0 tok/s out, TTFT p50 150 ms, e2e p50 7900 ms")
+    assert report["metrics"] == {"output_tok_s@1": 35.5, "output_tok_s@4": 130.0}
+    ok = compare_pd("router", workload, [{**b, "output_throughput": 50.0, "failed": 0} for b in bench], {})
+    assert ok["passed"] is True and ok["gates"][0]["message"] == "no failed request"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({**PD_SETTINGS, "concurrency": []}, "one or more levels"),
+    ({k: v for k, v in PD_SETTINGS.items() if k != "input_len"}, "missing or has a bad 'input_len'"),
+    ({**PD_SETTINGS, "repeats": "many"}, "missing or has a bad"),
+])
+def test_a_bad_pd_verify_setting_is_refused_with_what_it_needs(settings, message):
+    with pytest.raises(RouterVerifyError, match=message):
+        plan_pd(settings)
 
 
 def test_the_fleet_report_shows_the_router_row_from_its_drift_and_verify(tmp_path):

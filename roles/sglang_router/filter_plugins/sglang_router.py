@@ -1,7 +1,9 @@
-"""The URL a router reaches a server host at, and the worker list of a router (Python decides)."""
+"""The URL a router reaches a server host at, the worker list of a router and its API key's
+checks (Python decides)."""
 
 import importlib.util
 import pathlib
+import re
 
 # The PD pair's checks are the servers' (filter_plugins/sglang_pd.py), loaded from the file.
 _PD_PATH = pathlib.Path(__file__).resolve().parents[3] / "filter_plugins" / "sglang_pd.py"
@@ -11,6 +13,11 @@ _PD_SPEC.loader.exec_module(sglang_pd)
 
 # Flags the PD plan derives from the inventory: never typed in sglang_router_args.
 PD_DERIVED = ("pd_disaggregation", "prefill", "decode", "prefill_urls", "decode_urls", "worker_urls")
+
+# RouterArgs fields holding secrets (sglang-router 0.3.2 router_args.py:44, 116, 137): argv would
+# show them in the unit and in ps.
+SECRET_ARGS = ("api_key", "control_plane_api_keys", "oracle_password")
+_LOOPBACK = re.compile(r"^(127(\.[0-9]+){3}|::1|\[::1\]|localhost)$")
 
 
 def worker_url(hostvars, name):
@@ -61,8 +68,50 @@ def pd_plan(prefill_group, decode_group, groups, hostvars, router_args, me=""):
     return {"pd": True, "problems": problems, "groups": groups_}
 
 
+def worker_keys(names, hostvars):
+    """The distinct SGLANG_API_KEY values of the servers (sglang_service_secrets; "" for none), sorted."""
+    return sorted({str((hostvars[n].get("sglang_service_secrets") or {}).get("SGLANG_API_KEY") or "")
+                   for n in names})
+
+
+def key_problems(router_key, keys_of_workers, router_args, allow_open, me):
+    """Why the router's API key setup is refused, in words that never hold a key.
+
+    One key (sglang_router_api_key, by default its workers' SGLANG_API_KEY): the real router
+    requires it from its clients (its own API, the worker API included) and sends it to the workers
+    it starts with (--api-key, sglang-router 0.3.2 router_args.py:827: "the api key used for the
+    authorization with the worker"); a worker it knows without a key gets the client's header.
+    """
+    problems = []
+    typed = sorted(k for k in (router_args or {}) if str(k).replace("-", "_") in SECRET_ARGS)
+    if typed:
+        problems.append(f"{me}: sglang_router_args sets {', '.join(typed)}: a secret in argv shows in the unit file and "
+                        "the process list. Set the router's key in sglang_router_api_key (ansible-vault "
+                        "encrypt_string; it defaults to its workers' sglang_service_secrets.SGLANG_API_KEY), kept in a "
+                        "root-only EnvironmentFile; control_plane_api_keys and oracle_password are not supported")
+    router_key, keys = str(router_key or ""), [str(k or "") for k in keys_of_workers]
+    if len(keys) > 1:
+        problems.append(f"{me}: its workers do not share one SGLANG_API_KEY (sglang_service_secrets; some differ or "
+                        "some have none): the router sends every worker one key (--api-key), so the others would "
+                        "answer it 401. Give the servers behind one router one key")
+    elif keys and keys[0] and router_key != keys[0]:
+        problems.append(f"{me}: sglang_router_api_key is not its workers' SGLANG_API_KEY: every worker would answer "
+                        "the router 401. Leave sglang_router_api_key unset (it defaults to the workers' key) or set "
+                        "the same key")
+    host = str((router_args or {}).get("host", "0.0.0.0"))  # RouterArgs.host: 0.0.0.0 (router_args.py:16)
+    if not router_key and not allow_open and not _LOOPBACK.match(host):
+        problems.append(f"{me}: the router listens on {host} without an API key: anyone who reaches its port could "
+                        "send requests and remove its workers (its worker API). Set sglang_router_api_key, or the "
+                        "workers' sglang_service_secrets.SGLANG_API_KEY it defaults to (ansible-vault "
+                        "encrypt_string), or sglang_router_args.host: 127.0.0.1, or "
+                        "sglang_router_allow_unauthenticated_bind: true if an open router is intended")
+    return problems
+
+
 class FilterModule:
     def filters(self):
         return {"sglang_router_worker_url": lambda name, hostvars: worker_url(hostvars, name),
                 "sglang_router_worker_urls": worker_urls,
-                "sglang_router_pd_plan": pd_plan}
+                "sglang_router_pd_plan": pd_plan,
+                "sglang_router_worker_keys": worker_keys,
+                "sglang_router_key_problems": key_problems}

@@ -26,6 +26,8 @@ options:
   source_dir: {description: The extracted sglang_router package of the release (compare)., type: path}
   workers: {description: "{url: inventory host} of the router's workers group (compare).", type: dict}
   workers_group: {description: The workers group's name (compare)., type: str, default: sglang_servers}
+  launcher: {description: The launcher the unit runs (compare)., type: path, default: /usr/local/lib/sglang-fleet/sglang_launch.py}
+  api_key: {description: "The router's API key, sent as a bearer token to read /workers (observe); never logged.", type: str}
 """
 
 EXAMPLES = r"""
@@ -64,6 +66,7 @@ def main():
             service=dict(type="str", default="sglang-router"),
             unit_file=dict(type="path", default="/etc/systemd/system/sglang-router.service"),
             api_url=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
             timeout=dict(type="int", default=10),
             observed=dict(type="dict"),
             host=dict(type="str"),
@@ -73,6 +76,7 @@ def main():
             source_dir=dict(type="path"),
             workers=dict(type="dict"),
             workers_group=dict(type="str", default="sglang_servers"),
+            launcher=dict(type="path", default="/usr/local/lib/sglang-fleet/sglang_launch.py"),
         ),
         supports_check_mode=True,
     )
@@ -81,7 +85,7 @@ def main():
         if not p["api_url"]:
             module.fail_json(msg="sglang_router_drift needs api_url (observe) or observed (compare)")
         seen = observe(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""}),
-                       p["service"], p["unit_file"], p["api_url"], p["timeout"])
+                       p["service"], p["unit_file"], p["api_url"], p["timeout"], api_key=p["api_key"])
         module.exit_json(changed=False, observed=seen)
     missing = [k for k in ("host", "version", "venv", "argv", "source_dir", "workers") if p[k] is None]
     if missing:
@@ -102,7 +106,7 @@ def main():
                              "(keys are the argparse dests); nothing was read as drift")
     desired = {"host": p["host"], "version": p["version"], "venv": p["venv"].rstrip("/"), "service": p["service"],
                "argv": p["argv"], "parsed": want["parsed"], "workers": p["workers"],
-               "workers_group": p["workers_group"]}
+               "workers_group": p["workers_group"], "launcher": p["launcher"]}
     report = drift_report(desired, seen, running)
     module.exit_json(changed=False, report=report, lines=report["lines"], in_sync=report["in_sync"])
 

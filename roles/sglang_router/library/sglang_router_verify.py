@@ -10,6 +10,7 @@ description:
     each concurrency level times the number of replicas). With O(bench) (sglang_bench results, one per
     level), returns the report - throughput against the replicas' sum (the ratio), latency against
     their mean - and RV(ok) (every ratio >= O(min_ratio), no failed request).
+  - For a PD router (O(pd)), the workload is O(pd)'s and the report gates each level on its floor and on failed requests.
   - Fails with what to do when a replica has no report or the replicas were verified differently.
     Computes only (changed=false).
 options:
@@ -18,6 +19,12 @@ options:
   replicas: {description: Inventory names of the router's replicas., type: list, elements: str, required: true}
   bench: {description: sglang_bench results through the router, one per planned level., type: list, elements: dict}
   min_ratio: {description: Lowest fleet throughput as a share of the replicas' sum., type: float, default: 0.8}
+  pd:
+    description:
+      - A PD router (its servers have no verify of their own) - the workload and floors, sglang_router_verify_pd
+        (concurrency, input_len, output_len, requests_per_stream, warmup_per_stream, repeats, api, min_output_tok_s).
+        O(replicas) is then not read; the gate is no failed request and each level at its floor.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -38,7 +45,14 @@ ok: {description: True when every level passed., type: bool, returned: with benc
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_verify import RouterVerifyError, compare, load_reports, plan
+from ansible.module_utils.sglang_router_verify import (
+    RouterVerifyError,
+    compare,
+    compare_pd,
+    load_reports,
+    plan,
+    plan_pd,
+)
 
 
 def main():
@@ -49,18 +63,25 @@ def main():
             replicas=dict(type="list", elements="str", required=True),
             bench=dict(type="list", elements="dict"),
             min_ratio=dict(type="float", default=0.8),
+            pd=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
-        reports = load_reports(p["reports_dir"], p["replicas"])
-        workload = plan(reports)
+        if p["pd"] is not None:
+            reports, workload = {}, plan_pd(p["pd"])
+        else:
+            reports = load_reports(p["reports_dir"], p["replicas"])
+            workload = plan(reports)
     except RouterVerifyError as exc:
         module.fail_json(msg=f"{p['host']}: {exc}")
     if p["bench"] is None:
         module.exit_json(changed=False, workload=workload)
-    report = compare(p["host"], workload, p["bench"], reports, p["min_ratio"])
+    if p["pd"] is not None:
+        report = compare_pd(p["host"], workload, p["bench"], p["pd"].get("min_output_tok_s"))
+    else:
+        report = compare(p["host"], workload, p["bench"], reports, p["min_ratio"])
     module.exit_json(changed=False, workload=workload, report=report, lines=report["lines"], ok=report["passed"])
 
 

@@ -1,10 +1,14 @@
-"""Start SGLang with secrets taken from the environment, never from argv, and out of its log.
+"""Start SGLang (or its router) with secrets taken from the environment, never from argv, and
+out of its log.
 
-Installed by sglang-fleet's sglang_service role and run by the systemd unit:
+Installed by sglang-fleet's sglang_common role (launcher tasks) and run by the systemd units of
+sglang_service and sglang_router:
 
     <venv>/bin/python sglang_launch.py <entrypoint> --model-path M --tp-size 2 ...
+    <venv>/bin/python sglang_launch.py sglang_router.launch_router --worker-urls ...
 
-<entrypoint> is a module (sglang.launch_server) or a .py file. The flags in the unit are
+<entrypoint> is a module (sglang.launch_server, sglang_router.launch_router) or a .py file. The
+router's --api-key (sglang-router 0.3.2 router_args.py:827) has the server's name. The flags in the unit are
 passed through unchanged; secret flags (--api-key...) are appended here, in-process, from the
 variables the root-only EnvironmentFile provides, so they never show in the unit file,
 `ps`, /proc/PID/cmdline or the journal's "Started ..." line.
