@@ -247,6 +247,24 @@ def test_the_fleet_report_shows_the_router_row_from_its_drift_and_verify(tmp_pat
     assert proc.returncode == 1, proc.stdout + proc.stderr  # drifted: the unhealthy worker
 
 
+def test_the_fleet_report_row_of_a_pd_router_reads_its_end_to_end_levels(tmp_path):
+    workload = plan_pd(PD_SETTINGS)
+    bench = [{"output_throughput": 41.0, "request_throughput": 0.16, "ttft_ms": {"p50": 90.0}, "e2e_ms": {"p50": 6200.0},
+              "completed": 2, "failed": 0},
+             {"output_throughput": 150.0, "request_throughput": 0.6, "ttft_ms": {"p50": 140.0}, "e2e_ms": {"p50": 6800.0},
+              "completed": 8, "failed": 0}]
+    folder = tmp_path / "router"
+    folder.mkdir()
+    (folder / "verify-latest.json").write_text(json.dumps(compare_pd("router", workload, bench, {"1": 40})))
+    (folder / "drift-latest.json").write_text(json.dumps(drift_report(desired(), observed(), {"parsed": dict(PARSED)})))
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fleet_report.py"), "--reports", str(tmp_path), "router"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    row = [line for line in proc.stdout.splitlines() if line.startswith("| router ")]
+    assert row == ["| router | router 0.3.2 | - | 2/2 workers healthy | - | - | PASS | in sync | - | - | - | "
+                   "c=1: 41 tok/s out, the PD pair end to end; c=4: 150 tok/s out, the PD pair end to end |"], proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def fake_router_proc(tmp_path, started_at):
     """A /proc where process 42 is the real router: its cmdline overwritten with its title
     (sglang-router 0.3.2 launch_router.py:32 setproctitle), started at `started_at`."""
