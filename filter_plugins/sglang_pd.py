@@ -29,6 +29,11 @@ def _dest(key):
     return str(key).replace("-", "_")
 
 
+def _declared(hv):
+    """The host's SGLang arguments keyed by argparse dest (tp-size and tp_size are one flag)."""
+    return {_dest(k): v for k, v in _args(hv).items()}
+
+
 def _is_port(value):
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
 
@@ -82,7 +87,7 @@ def _same_on_both_sides(prefill_group, decode_group, members, hostvars):
                         "the KV transfer is internal to a release (0.5.23 srt/disaggregation/common/conn.py:1006-1010 "
                         "warns that \"Mixed SGLang versions may wait for the KV release timeout\"); set sglang_version "
                         "once, in the pair's group vars")
-    declared = {h: {_dest(k): v for k, v in _args(hostvars[h]).items()} for h in members}
+    declared = {h: _declared(hostvars[h]) for h in members}
     for dest, why in SAME_ARGS:
         values = {h: declared[h].get(dest) for h in members}
         if len({repr(v) for v in values.values()}) > 1:
@@ -138,11 +143,11 @@ def sglang_pd_plan(me, hostvars, groups, already_derived=False):
     elif len({repr(p) for p in ports.values()}) > 1:
         problems.append(f"the PD pair {prefill_group!r} / {decode_group!r} has more than one sglang_pd_bootstrap_port "
                         f"({', '.join(f'{h} {p}' for h, p in ports.items())}): set it once in the pair's group vars")
-    if role == "prefill" and _is_port(port) and port == (args.get("port") or 30000):
+    if role == "prefill" and _is_port(port) and port == (_declared(mine).get("port") or 30000):
         problems.append(f"sglang_pd_bootstrap_port {port} is this prefill server's API port (sglang_args.port): the "
                         "prefill starts its KV bootstrap server on --host:--disaggregation-bootstrap-port beside the "
                         "API (0.5.23 srt/managers/disagg_service.py:43-48), so the two must differ")
-    backends = {h: str(_args(hostvars[h]).get("disaggregation_transfer_backend") or DEFAULT_TRANSFER_BACKEND)
+    backends = {h: str(_declared(hostvars[h]).get("disaggregation_transfer_backend") or DEFAULT_TRANSFER_BACKEND)
                 for h in members}
     if len(set(backends.values())) > 1:
         problems.append(f"the PD pair {prefill_group!r} / {decode_group!r} must move the KV cache with one transfer "

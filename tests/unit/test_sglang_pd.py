@@ -111,6 +111,20 @@ def test_transfer_backend_one_per_pair_and_never_fake_on_prefill():
     assert pd.sglang_pd_plan("d1", hv, groups)["problems"] == []
 
 
+def test_a_flag_written_with_hyphens_is_the_same_flag_in_every_pd_check():
+    """sglang_args accepts disaggregation-transfer-backend for disaggregation_transfer_backend (one argparse
+    dest): the pair's checks read it either way."""
+    hv, groups = fleet(d1={"sglang_args": {"model_path": "/m", "disaggregation-transfer-backend": "nixl"}})
+    assert "one transfer backend: p1 mooncake, p2 mooncake, d1 nixl" in pd.sglang_pd_plan("p1", hv, groups)["problems"][0]
+    fake = {"sglang_args": {"model_path": "/m", "disaggregation-transfer-backend": "fake"}}
+    hv, groups = fleet(p1=fake, p2=fake, d1=fake)
+    (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
+    assert msg.startswith("disaggregation_transfer_backend fake on a prefill server")
+    hv, groups = fleet(p1={"sglang_args": {"model_path": "/m", "port": 8998}})
+    assert "sglang_pd_bootstrap_port 8998 is this prefill server's API port" in " ".join(
+        pd.sglang_pd_plan("p1", hv, groups)["problems"])
+
+
 def test_one_release_one_model_and_one_kv_layout_per_pair():
     """What the decode refuses only at its first request (0.5.23 common/conn.py:1320-1335), refused before
     any change: the same release, model, page size and KV cache dtype on both sides."""
