@@ -50,6 +50,7 @@ class FilterModule:
             "sglang_same_machine": sglang_same_machine,
             "env_file_line": _wrap("env_file_line", sglang_args.env_file_line),
             "sglang_local_url": sglang_args.local_url,
+            "sglang_is_loopback": sglang_args.is_loopback,
             "sglang_redact": sglang_redact,
             "sglang_unit_value_problems": sglang_args.unit_value_problems,
         }

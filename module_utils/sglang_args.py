@@ -39,6 +39,17 @@ _PREFIX_FLAGS = ("--ssl-keyfile",)
 # Arguments that must appear first in argv, for a readable unit; the rest are sorted.
 LEADING_ARGS = ("model_path",)
 
+# RouterArgs fields holding secrets (sglang-router 0.3.2 router_args.py:44, 116, 137): never in
+# the router's argv (refused), masked where its argv is read back (drift).
+ROUTER_SECRET_FIELDS = frozenset(("api_key", "oracle_password", "control_plane_api_keys"))
+
+_LOOPBACK = re.compile(r"^(127(\.[0-9]+){3}|::1|\[::1\]|localhost)$")
+
+
+def is_loopback(host) -> bool:
+    """True when a --host value serves this machine only (127.0.0.0/8, ::1, localhost)."""
+    return bool(_LOOPBACK.match(str(host)))
+
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SYSTEMD_SAFE_RE = re.compile(r"^[A-Za-z0-9_./:,+=@-]+$")
 # What ends a line of a unit or EnvironmentFile (and what no argv word can hold): newline,

@@ -30,7 +30,7 @@ import os
 import urllib.error
 import urllib.request
 
-from ansible.module_utils.sglang_args import REDACTED
+from ansible.module_utils.sglang_args import REDACTED, ROUTER_SECRET_FIELDS
 from ansible.module_utils.sglang_drift import (
     item_line,
     read_cmdline,
@@ -41,9 +41,7 @@ from ansible.module_utils.sglang_drift import (
 )
 
 ENTRYPOINT = "sglang_router.launch_router"
-# RouterArgs fields holding secrets (sglang-router 0.3.2 router_args.py:44, 116, 137).
-SECRET_FIELDS = frozenset(("api_key", "oracle_password", "control_plane_api_keys"))
-SECRET_FLAGS = frozenset("--" + f.replace("_", "-") for f in SECRET_FIELDS)
+SECRET_FLAGS = frozenset("--" + f.replace("_", "-") for f in ROUTER_SECRET_FIELDS)
 
 
 def redact_router_argv(argv):
@@ -130,7 +128,7 @@ def diff_parsed(desired, actual):
     """[(field, desired, actual)] of RouterArgs fields that differ, secrets and workers left out."""
     out = []
     for key in sorted(set(desired) | set(actual)):
-        if key in SECRET_FIELDS or key == "worker_urls":
+        if key in ROUTER_SECRET_FIELDS or key == "worker_urls":
             continue
         if desired.get(key) != actual.get(key):
             out.append((key, desired.get(key), actual.get(key)))

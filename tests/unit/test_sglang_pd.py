@@ -101,28 +101,17 @@ def test_bootstrap_port_must_be_one_free_port_of_the_pair():
         "sglang_pd_bootstrap_port is '8998': it must be a whole number from 1 to 65535")
 
 
-def test_transfer_backend_one_per_pair_and_never_fake_on_prefill():
-    hv, groups = fleet(d1={"sglang_args": {"model_path": "/m", "disaggregation_transfer_backend": "nixl"}})
+# sglang_args takes disaggregation-transfer-backend for disaggregation_transfer_backend (one argparse
+# dest): the pair's checks read it either way.
+@pytest.mark.parametrize("key", ["disaggregation_transfer_backend", "disaggregation-transfer-backend"])
+def test_transfer_backend_one_per_pair_and_never_fake_on_prefill(key):
+    hv, groups = fleet(d1={"sglang_args": {"model_path": "/m", key: "nixl"}})
     assert "one transfer backend: p1 mooncake, p2 mooncake, d1 nixl" in pd.sglang_pd_plan("p1", hv, groups)["problems"][0]
-    fake = {"sglang_args": {"model_path": "/m", "disaggregation_transfer_backend": "fake"}}
+    fake = {"sglang_args": {"model_path": "/m", key: "fake"}}
     hv, groups = fleet(p1=fake, p2=fake, d1=fake)
     (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
     assert msg.startswith("disaggregation_transfer_backend fake on a prefill server: SGLang refuses it at start")
     assert pd.sglang_pd_plan("d1", hv, groups)["problems"] == []
-
-
-def test_a_flag_written_with_hyphens_is_the_same_flag_in_every_pd_check():
-    """sglang_args accepts disaggregation-transfer-backend for disaggregation_transfer_backend (one argparse
-    dest): the pair's checks read it either way."""
-    hv, groups = fleet(d1={"sglang_args": {"model_path": "/m", "disaggregation-transfer-backend": "nixl"}})
-    assert "one transfer backend: p1 mooncake, p2 mooncake, d1 nixl" in pd.sglang_pd_plan("p1", hv, groups)["problems"][0]
-    fake = {"sglang_args": {"model_path": "/m", "disaggregation-transfer-backend": "fake"}}
-    hv, groups = fleet(p1=fake, p2=fake, d1=fake)
-    (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
-    assert msg.startswith("disaggregation_transfer_backend fake on a prefill server")
-    hv, groups = fleet(p1={"sglang_args": {"model_path": "/m", "port": 8998}})
-    assert "sglang_pd_bootstrap_port 8998 is this prefill server's API port" in " ".join(
-        pd.sglang_pd_plan("p1", hv, groups)["problems"])
 
 
 def test_one_release_one_model_and_one_kv_layout_per_pair():

@@ -71,3 +71,11 @@ def test_an_open_router_beyond_loopback_needs_saying_so(args, allow_open, refuse
     assert bool(found) is refused
     if refused:
         assert "without an API key" in found[0] and "sglang_router_allow_unauthenticated_bind" in found[0]
+
+
+def test_the_router_and_the_servers_share_one_loopback_test():
+    """The open-bind refusal means the same host set for a server (sglang_service preflight) and a router."""
+    sglang_args = router.sglang_args
+    assert [h for h in ("127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost", "0.0.0.0", "::", "10.0.0.5",
+                        "127.0.0.1.example.internal") if sglang_args.is_loopback(h)] == [
+        "127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost"]

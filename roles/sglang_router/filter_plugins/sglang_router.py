@@ -3,21 +3,24 @@ checks (Python decides)."""
 
 import importlib.util
 import pathlib
-import re
 
-# The PD pair's checks are the servers' (filter_plugins/sglang_pd.py), loaded from the file.
-_PD_PATH = pathlib.Path(__file__).resolve().parents[3] / "filter_plugins" / "sglang_pd.py"
-_PD_SPEC = importlib.util.spec_from_file_location("_sglang_fleet_pd", _PD_PATH)
-sglang_pd = importlib.util.module_from_spec(_PD_SPEC)
-_PD_SPEC.loader.exec_module(sglang_pd)
+_REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, _REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The PD pair's checks are the servers' (filter_plugins/sglang_pd.py); the secret fields and the
+# loopback test are the server's arguments' (module_utils/sglang_args.py). Loaded from the files.
+sglang_pd = _load("_sglang_fleet_pd", "filter_plugins/sglang_pd.py")
+sglang_args = _load("_sglang_fleet_args", "module_utils/sglang_args.py")
 
 # Flags the PD plan derives from the inventory: never typed in sglang_router_args.
 PD_DERIVED = ("pd_disaggregation", "prefill", "decode", "prefill_urls", "decode_urls", "worker_urls")
-
-# RouterArgs fields holding secrets (sglang-router 0.3.2 router_args.py:44, 116, 137): argv would
-# show them in the unit and in ps.
-SECRET_ARGS = ("api_key", "control_plane_api_keys", "oracle_password")
-_LOOPBACK = re.compile(r"^(127(\.[0-9]+){3}|::1|\[::1\]|localhost)$")
 
 
 def worker_url(hostvars, name):
@@ -83,7 +86,7 @@ def key_problems(router_key, keys_of_workers, router_args, allow_open, me):
     authorization with the worker"); a worker it knows without a key gets the client's header.
     """
     problems = []
-    typed = sorted(k for k in (router_args or {}) if str(k).replace("-", "_") in SECRET_ARGS)
+    typed = sorted(k for k in (router_args or {}) if str(k).replace("-", "_") in sglang_args.ROUTER_SECRET_FIELDS)
     if typed:
         problems.append(f"{me}: sglang_router_args sets {', '.join(typed)}: a secret in argv shows in the unit file and "
                         "the process list. Set the router's key in sglang_router_api_key (ansible-vault "
@@ -99,7 +102,7 @@ def key_problems(router_key, keys_of_workers, router_args, allow_open, me):
                         "the router 401. Leave sglang_router_api_key unset (it defaults to the workers' key) or set "
                         "the same key")
     host = str((router_args or {}).get("host", "0.0.0.0"))  # RouterArgs.host: 0.0.0.0 (router_args.py:16)
-    if not router_key and not allow_open and not _LOOPBACK.match(host):
+    if not router_key and not allow_open and not sglang_args.is_loopback(host):
         problems.append(f"{me}: the router listens on {host} without an API key: anyone who reaches its port could "
                         "send requests and remove its workers (its worker API). Set sglang_router_api_key, or the "
                         "workers' sglang_service_secrets.SGLANG_API_KEY it defaults to (ansible-vault "
