@@ -9,7 +9,10 @@ measures the fleet machinery, not the simulator's speed), then measures side by 
 times each, interleaved:
   - drift.yml with the project's ansible.cfg;
   - drift.yml with Ansible's defaults (forks 5, no pipelining; its default ssh_args);
-  - a no-op deploy.yml --skip-tags sglang_verify;
+  - a no-op deploy.yml --skip-tags sglang_verify (every host in sync with its last deploy: only
+    the in-sync comparison runs, roles/sglang_release/README.md);
+  - the same no-op deploy with sglang_release_skip_unchanged=false (every check and task, as
+    before the in-sync comparison);
   - a bare `ping` play.
 Each run's wall time and the controller's CPU time (user + sys of ansible-playbook and
 everything it started: workers, ssh) are taken from the child's rusage. Also records each lab
@@ -108,18 +111,22 @@ def measure(tmp, n, rounds, ping, defaults_cfg):
         first = playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
                          "-e", '{"sglang_rollout_batches": ["100%"]}')
         mem = host_memory(n)
-        samples = {k: [] for k in ("drift", "drift_defaults", "noop", "ping")}
+        samples = {k: [] for k in ("drift", "drift_defaults", "noop", "noop_whole", "ping")}
         for _ in range(rounds):
             samples["drift"].append(playbook(inventory, ours, "drift.yml"))
             samples["drift_defaults"].append(playbook(inventory, defaults_cfg, "drift.yml"))
             samples["noop"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
                                             "-e", '{"sglang_rollout_batches": ["100%"]}'))
+            samples["noop_whole"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
+                                                  "-e", '{"sglang_rollout_batches": ["100%"]}',
+                                                  "-e", "sglang_release_skip_unchanged=false"))
             samples["ping"].append(playbook(inventory, ours, str(ping)))
         rows.append((n, f"lab up ({n} hosts)", [(up, 0.0)]))
         rows.append((n, "first deploy.yml --skip-tags sglang_verify, one batch", [first]))
         rows.append((n, "drift.yml (ansible.cfg)", samples["drift"]))
         rows.append((n, "drift.yml (Ansible defaults)", samples["drift_defaults"]))
         rows.append((n, "no-op deploy.yml --skip-tags sglang_verify, one batch", samples["noop"]))
+        rows.append((n, "the same, the whole deploy (sglang_release_skip_unchanged=false)", samples["noop_whole"]))
         rows.append((n, "bare ping play", samples["ping"]))
         return rows, mem
     finally:

@@ -34,9 +34,13 @@ def sglang_redact(text, secrets):
 
 
 def sglang_same_machine(hosts, hostvars, me):
-    """The other hosts of `hosts` whose _sglang_service_machine_id (read in preflight) is `me`'s."""
-    mine = hostvars[me].get("_sglang_service_machine_id") or ""
-    return [h for h in hosts if h != me and mine and (hostvars[h].get("_sglang_service_machine_id") or "") == mine]
+    """The other hosts of `hosts` on `me`'s machine: its id read in sglang_service's preflight, or for a host
+    in sync with its last deploy (which skips that preflight) in sglang_release's in-sync comparison."""
+    def machine(host):
+        hv = hostvars[host]
+        return hv.get("_sglang_service_machine_id") or (hv.get("_sglang_release_in_sync") or {}).get("machine_id") or ""
+    mine = machine(me)
+    return [h for h in hosts if h != me and mine and machine(h) == mine]
 
 
 class FilterModule:

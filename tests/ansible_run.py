@@ -11,10 +11,13 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_module(args: dict, check: bool = False, timeout: float = 120, module: str = "sglang_bench") -> tuple[int, dict, str]:
-    """Return (rc, module result, raw output) of one ad-hoc run against localhost."""
+def run_module(args: dict, check: bool = False, timeout: float = 120, module: str = "sglang_bench",
+               extra_vars: dict | None = None) -> tuple[int, dict, str]:
+    """Return (rc, module result, raw output) of one ad-hoc run against localhost (`extra_vars`: -e)."""
     argv = [str(pathlib.Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
             "-e", f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)]
+    if extra_vars:
+        argv += ["-e", json.dumps(extra_vars)]
     if check:
         argv.append("--check")
     argv.append("-vvv")  # -vvv shows the module's invocation (where no_log must hide secrets)

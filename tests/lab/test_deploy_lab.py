@@ -1,6 +1,7 @@
 """deploy.yml end to end on a lab host of its own (ct129 mirror, 10.89.83.0/24, sglang-deploy-*).
 
-A first deploy serves; a second changes nothing; --check --diff shows nothing; an open bind
+A first deploy serves; a second changes nothing; --check --diff shows nothing; a host in sync with
+its last complete deploy is only verified, one changed by hand gets the whole deploy; an open bind
 passes the checks when intended or authenticated; a version can be switched and switched back
 without reinstalling. Bad inputs (refused before anything changes) are
 tests/lab/test_bad_inputs_lab.py's subject.
@@ -9,7 +10,7 @@ tests/lab/test_bad_inputs_lab.py's subject.
 import json
 
 import pytest
-from lab_fleet import deployed_lab_fleet, recap
+from lab_fleet import deployed_lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -48,6 +49,44 @@ def test_second_deploy_changes_nothing_and_check_diff_is_clean(fleet):
     assert rc == 0, out
     assert recap(out, HOST)["changed"] == 0
     assert host_state(fleet) == before
+
+
+IN_SYNC = "ct129: in sync with its last complete deploy"
+
+UNIT = "/etc/systemd/system/sglang.service"
+
+
+def test_a_host_in_sync_only_verifies_and_a_host_changed_by_hand_gets_the_whole_deploy(fleet):
+    """The in-sync shortcut skips the checks, install and restart only while nothing differs."""
+    before = host_state(fleet)
+    rc, out = fleet.play("deploy.yml")  # verify runs on a host in sync
+    assert rc == 0, out
+    assert IN_SYNC in out, out
+    assert "Render the systemd unit" not in out and "Benchmark" in out, out
+    assert recap(out, HOST)["changed"] == 0 and host_state(fleet) == before
+
+    # A hand edit of the unit: the whole deploy, which puts the inventory's unit back and restarts.
+    fleet.ssh(HOST, f"echo '# hand edit' >> {UNIT}")
+    rc, out = fleet.play("deploy.yml", *FAST)
+    assert rc == 0, out
+    assert f"ct129: the whole deploy: {UNIT} changed since the last deploy (content)" in unflow(out), out
+    unit, pid = host_state(fleet)
+    assert unit == before[0] and pid != before[1], "the unit was not put back, or the service not restarted"
+
+    # A stopped service: the whole deploy starts it.
+    fleet.ssh(HOST, "systemctl stop sglang")
+    rc, out = fleet.play("deploy.yml", *FAST)
+    assert rc == 0, out
+    assert "ct129: the whole deploy: sglang is inactive, not active" in unflow(out), out
+    assert fleet.ssh(HOST, "systemctl is-active sglang").strip() == "active"
+
+    # In sync again; opted out: the whole deploy, which changes nothing.
+    rc, out = fleet.play("deploy.yml", *FAST)
+    assert rc == 0 and IN_SYNC in out, out
+    rc, out = fleet.play("deploy.yml", "-e", "sglang_release_skip_unchanged=false", *FAST)
+    assert rc == 0, out
+    assert "ct129: the whole deploy: sglang_release_skip_unchanged is false" in unflow(out), out
+    assert "Render the systemd unit" in out and recap(out, HOST)["changed"] == 0, out
 
 
 @pytest.mark.parametrize("extra", [{"sglang_service_allow_unauthenticated_bind": True},

@@ -219,9 +219,9 @@ def test_a_bad_pd_pair_is_refused_before_any_host_changes(fleet):
     before = {h: lab.ssh(h, state) for h in ("pre1", "dec1")}
     bad = inventory(tmp, bad=True)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        servers = pool.submit(run, [BIN / "ansible-playbook", "-i", bad, "-e", f"sglang_report_dir={tmp / 'bad'}",
-                                    "deploy.yml", "-e", '{"sglang_rollout_batches": ["100%"]}'], 600)
-        routers = pool.submit(run, [BIN / "ansible-playbook", "-i", bad, "router.yml"], 600)
+        bad_lab = LabFleet(bad, tmp / "bad", KNOWN_HOSTS / PREFIX)
+        servers = pool.submit(bad_lab.play, "deploy.yml", "-e", '{"sglang_rollout_batches": ["100%"]}', timeout=600)
+        routers = pool.submit(bad_lab.play, "router.yml", timeout=600)
     rc, out = servers.result()
     assert rc != 0
     flat = unflow(out)

@@ -29,7 +29,7 @@ import urllib.request
 
 import pytest
 import yaml
-from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, recap, run, unflow
+from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, recap, run, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -78,15 +78,13 @@ def fleet(tmp_path_factory):
     rc, out = run([*lab_py, "up", "--inventory", inv, "--prefix", PREFIX, "--no-build", "--timeout", "300"])
     assert rc == 0, out
 
-    def play(*args):
-        return run([BIN / "ansible-playbook", "-i", inv, "-e", f"sglang_report_dir={tmp / 'reports'}", *args], 900)
+    lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
     try:
         for playbook, args in (("lab/prepare.yml", ()), ("router.yml", ()),
                                ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}'))):
-            rc, out = play(playbook, *args)
+            rc, out = lab.play(playbook, *args)
             assert rc == 0, out
-        play.reports, play.inventory = tmp / "reports", inv
-        yield play
+        yield lab
     finally:
         run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
 
@@ -147,10 +145,10 @@ def workers():
     return sorted(w["url"] for w in json.loads(router("/workers")[1])["workers"] if w["is_healthy"])
 
 
-def rollout(play, marker, *extra):
+def rollout(fleet, marker, *extra):
     """deploy.yml one replica at a time, with a change that restarts each (a unit environment value)."""
     env = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json", "ROLLOUT_MARKER": marker}
-    return play("deploy.yml", "-e", json.dumps({"sglang_rollout_batches": [1], "sglang_service_environment": env}),
+    return fleet.play("deploy.yml", "-e", json.dumps({"sglang_rollout_batches": [1], "sglang_service_environment": env}),
                 *extra)
 
 
@@ -174,7 +172,7 @@ def wait_for(check, what, timeout=60):
 
 
 def test_drift_of_the_router_is_in_sync_with_the_inventory(fleet):
-    rc, out = fleet("drift.yml")
+    rc, out = fleet.play("drift.yml")
     assert rc == 0, out
     flat = unflow(out)
     assert "router: in sync" in flat and "routers drift: 1 host in sync, 0 drifted" in flat, out
@@ -197,7 +195,7 @@ def test_drift_names_a_worker_taken_out_and_one_added_by_hand(fleet):
         router(f"/workers/{ids[rep2]}", method="DELETE")
         router("/workers", {"url": stranger}, method="POST")
         wait_for(lambda: workers() == sorted([EXPECTED_WORKERS[0], stranger]), "rep2 is out and the stranger in")
-        rc, out = fleet("drift.yml", "-l", "router")
+        rc, out = fleet.play("drift.yml", "-l", "router")
         flat = unflow(out)
         assert rc != 0, out
         assert recap(out, "router")["failed"] == 1
@@ -221,7 +219,7 @@ def test_drift_names_a_worker_taken_out_and_one_added_by_hand(fleet):
 
 def test_a_router_flag_changed_in_the_inventory_shows_as_drift(fleet):
     changed = {"host": "0.0.0.0", "port": ROUTER_PORT, "policy": "random"}
-    rc, out = fleet("drift.yml", "-l", "router", "-e", json.dumps({"sglang_router_args": changed,
+    rc, out = fleet.play("drift.yml", "-l", "router", "-e", json.dumps({"sglang_router_args": changed,
                                                                  "sglang_drift_fail_on_drift": False}))
     assert rc == 0, out  # report only
     flat = unflow(out)
@@ -232,7 +230,7 @@ def test_a_router_flag_changed_in_the_inventory_shows_as_drift(fleet):
 
 
 def test_verify_through_the_router_is_near_the_sum_of_its_replicas(fleet):
-    rc, out = fleet("verify.yml", "-l", "router")
+    rc, out = fleet.play("verify.yml", "-l", "router")
     assert rc == 0, out
     report = router_report(fleet, "verify")
     replicas = [json.loads((fleet.reports / r / "verify-latest.json").read_text()) for r in REPLICAS]

@@ -1,0 +1,180 @@
+"""What a host's last complete deploy left, and whether the host is still exactly that.
+
+Runs on the host (stdlib only, Python 3.8+). deploy.yml saves, as the last step of a host's
+complete deploy, `<state_dir>/deployed.json` (root, 0600): the fingerprint of the inputs it
+deployed (the inventory's variables and the project's code, computed on the controller) and a
+snapshot of what it left (the unit, the EnvironmentFile, the launcher, the venv's lock marker, the
+ml-env link, folders, the service account). The next deploy compares first: same fingerprint,
+the same files, the service enabled, running since its files changed and answering
+/health_generate, and the host is in sync: deploy.yml skips its checks, install and restart and
+only verifies it. Anything else (a file edited by hand, a stopped service, a changed variable)
+and the host gets the whole deploy.
+"""
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.sglang_release import restart_pending
+
+RECORD = "deployed.json"
+
+
+def _entry(path):
+    """What is at `path`: a file's sha256, a link's target or a folder, with mode and owners."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False}
+    entry = {"mode": oct(stat.S_IMODE(st.st_mode)), "uid": st.st_uid, "gid": st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        return {"link": os.readlink(path)}
+    if stat.S_ISDIR(st.st_mode):
+        entry["type"] = "folder"
+        return entry
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    entry.update(type="file", sha256=digest.hexdigest())
+    return entry
+
+
+def _ids(user, group):
+    found = {}
+    try:
+        found["user"] = [user, pwd.getpwnam(user).pw_uid] if user else None
+    except KeyError:
+        found["user"] = [user, None]
+    try:
+        found["group"] = [group, grp.getgrnam(group).gr_gid] if group else None
+    except KeyError:
+        found["group"] = [group, None]
+    return found
+
+
+def snapshot(fingerprint, paths, user="", group=""):
+    """The record of a complete deploy: its fingerprint, the paths it manages and the account."""
+    return {"fingerprint": fingerprint, "paths": {p: _entry(p) for p in sorted(set(paths))},
+            "accounts": _ids(user, group)}
+
+
+def load(state_dir):
+    """The saved record, or None when there is none (or it cannot be read)."""
+    try:
+        with open(os.path.join(state_dir, RECORD), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def save(state_dir, record):
+    """Write the record (root only); True when it changed."""
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+    path = os.path.join(state_dir, RECORD)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except OSError:
+        pass
+    os.makedirs(state_dir, mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=state_dir, prefix=".deployed-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp: 0600
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def _describe(entry):
+    if not entry.get("exists", True):
+        return "missing"
+    if "link" in entry:
+        return f"a link to {entry['link']}"
+    return f"a {entry.get('type')} {entry.get('mode')} uid {entry.get('uid')} gid {entry.get('gid')}"
+
+
+def file_differences(saved):
+    """What differs between the saved record's paths and accounts and the host now."""
+    found = []
+    for path, was in sorted((saved.get("paths") or {}).items()):
+        now = _entry(path)
+        if now == was:
+            continue
+        if was.get("sha256") and now.get("sha256") and was.get("sha256") != now.get("sha256") \
+                and {k: v for k, v in was.items() if k != "sha256"} == {k: v for k, v in now.items() if k != "sha256"}:
+            found.append(f"{path} changed since the last deploy (content)")
+        else:
+            found.append(f"{path} changed since the last deploy: {_describe(was)}, now {_describe(now)}")
+    accounts = saved.get("accounts") or {}
+    user, group = (accounts.get("user") or [""])[0], (accounts.get("group") or [""])[0]
+    if _ids(user, group) != accounts:
+        found.append(f"the service account {user}:{group} changed since the last deploy")
+    return found
+
+
+def _systemctl_show(service, props):
+    try:
+        out = subprocess.run(["systemctl", "show", "-p", ",".join(props), service], capture_output=True,
+                             text=True, check=False, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def service_problems(service, files):
+    """Why the service is not as a complete deploy leaves it: enabled, active, nothing pending."""
+    shown = _systemctl_show(service, ["ActiveState", "UnitFileState", "NeedDaemonReload"])
+    found = []
+    if shown.get("ActiveState") != "active":
+        found.append(f"{service} is {shown.get('ActiveState') or 'unknown'}, not active")
+    if shown.get("UnitFileState") != "enabled":
+        found.append(f"{service} is {shown.get('UnitFileState') or 'unknown'}, not enabled")
+    if shown.get("NeedDaemonReload") == "yes":
+        found.append(f"systemd has not loaded {service}'s unit file as it is on disk")
+    pending = restart_pending(service, files) if not found else ""
+    if pending:
+        found.append(pending)
+    return found
+
+
+def health_problem(url, api_key="", timeout=30):
+    """"" when GET `url` (/health_generate: the server generates one token) answers 200."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
+            code = resp.status
+    except urllib.error.HTTPError as exc:
+        code = exc.code
+    except (OSError, ValueError) as exc:
+        return f"{url} did not answer ({exc.__class__.__name__})"
+    return "" if code == 200 else f"{url} answered {code}, not 200"
+
+
+def check(state_dir, fingerprint, service, files, health_url, api_key="", timeout=30):
+    """Why the host is not in sync with its last complete deploy ([] when it is)."""
+    saved = load(state_dir)
+    if saved is None:
+        return [f"no complete deploy is recorded in {os.path.join(state_dir, RECORD)}"]
+    if saved.get("fingerprint") != fingerprint:
+        return ["the inventory's variables or the project's code changed since the last complete deploy"]
+    found = file_differences(saved)
+    found += service_problems(service, files)
+    if not found and health_url:
+        problem = health_problem(health_url, api_key, timeout)
+        if problem:
+            found.append(problem)
+    return found

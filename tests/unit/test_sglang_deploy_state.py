@@ -1,0 +1,142 @@
+"""A host in sync with its last complete deploy (module_utils/sglang_deploy_state.py, action_plugins/
+sglang_deploy_state.py): what is saved, what counts as a difference, and what the fingerprint holds."""
+
+import importlib.util
+import json
+import os
+import stat
+
+import pytest
+from ansible.module_utils.sglang_deploy_state import check, file_differences, load, save, snapshot
+from ansible_run import REPO, run_module
+
+spec = importlib.util.spec_from_file_location("deploy_state_action", REPO / "action_plugins" / "sglang_deploy_state.py")
+action = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(action)
+
+
+@pytest.fixture
+def host(tmp_path):
+    """What a complete deploy leaves: a unit, an EnvironmentFile, a folder and the ml-env link."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "sglang.service").write_text("[Service]\nExecStart=/opt/ml-env/sglang-0.5.11/bin/python\n")
+    env = tmp_path / "etc" / "sglang.env"
+    env.write_text('SGLANG_API_KEY="k1"\n')
+    env.chmod(0o600)
+    (tmp_path / "sglang-0.5.11").mkdir()
+    (tmp_path / "current").symlink_to(tmp_path / "sglang-0.5.11")
+    paths = [str(tmp_path / "etc" / "sglang.service"), str(env), str(tmp_path / "etc"), str(tmp_path / "current")]
+    return tmp_path, paths
+
+
+def test_the_record_is_private_and_saving_the_same_deploy_again_is_no_change(host, tmp_path):
+    _root, paths = host
+    state = tmp_path / "state"
+    record = snapshot("f1", paths)
+    assert save(str(state), record) is True
+    assert stat.S_IMODE((state / "deployed.json").stat().st_mode) == 0o600
+    assert save(str(state), snapshot("f1", paths)) is False
+    assert load(str(state)) == json.loads(json.dumps(record))
+    assert file_differences(load(str(state))) == []
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda r: (r / "etc" / "sglang.service").write_text("[Service]\nExecStart=/bin/false\n"),
+     "sglang.service changed since the last deploy (content)"),
+    (lambda r: (r / "etc" / "sglang.env").chmod(0o644), "sglang.env changed since the last deploy: a file 0o600"),
+    (lambda r: (r / "etc" / "sglang.env").unlink(), "sglang.env changed since the last deploy: a file 0o600"),
+    (lambda r: ((r / "current").unlink(), (r / "current").symlink_to(r / "elsewhere")),
+     "current changed since the last deploy: a link to"),
+], ids=["unit-edited", "env-readable", "env-removed", "link-moved"])
+def test_every_change_since_the_deploy_is_named(host, change, expected):
+    root, paths = host
+    saved = json.loads(json.dumps(snapshot("f1", paths)))
+    change(root)
+    found = file_differences(saved)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_a_missing_service_account_is_a_difference(host):
+    _root, paths = host
+    saved = json.loads(json.dumps(snapshot("f1", paths, user="root", group="root")))
+    assert file_differences(saved) == []
+    saved["accounts"]["user"] = ["sglang-gone", 4242]
+    assert file_differences(saved) == ["the service account sglang-gone:root changed since the last deploy"]
+
+
+def test_no_record_or_other_inputs_means_the_whole_deploy(host, tmp_path):
+    _root, paths = host
+    state = str(tmp_path / "state")
+    assert check(state, "f1", "sglang-test-none", [], "")[0].startswith("no complete deploy is recorded in ")
+    save(state, snapshot("f1", paths))
+    assert check(state, "f2", "sglang-test-none", [], "") == [
+        "the inventory's variables or the project's code changed since the last complete deploy"]
+    # Same inputs and files, but the service is not running (no such unit here): still not in sync.
+    reasons = check(state, "f1", "sglang-test-none", [], "")
+    assert reasons and all("sglang-test-none" in r for r in reasons), reasons
+
+
+def test_the_fingerprint_holds_the_deploys_inputs_and_not_verify_or_reports():
+    names = ["sglang_version", "sglang_args", "ml_env_profile", "sglang_service_secrets", "sglang_verify_min_tok_s",
+             "sglang_rollout_batches", "sglang_report_dir", "sglang_audit_report_dir", "sglang_preflight_passed",
+             "_sglang_service_argv", "ansible_host", "lab_model"]
+    assert action.input_names(names) == ["ml_env_profile", "sglang_args", "sglang_service_secrets", "sglang_version"]
+    base = action.fingerprint({"sglang_args": {"tp_size": 2}}, "c1")
+    assert base == action.fingerprint({"sglang_args": {"tp_size": 2}}, "c1")
+    assert base != action.fingerprint({"sglang_args": {"tp_size": 1}}, "c1")
+    assert base != action.fingerprint({"sglang_args": {"tp_size": 2}}, "c2")
+
+
+def test_the_code_digest_follows_the_code_and_not_its_caches(tmp_path):
+    (tmp_path / "roles" / "r" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "roles" / "r" / "main.yml").write_text("a: 1\n")
+    first = action.code_digest(str(tmp_path), ("roles",))
+    (tmp_path / "roles" / "r" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (tmp_path / "roles" / "r" / "y.pyc").write_bytes(b"\0")
+    assert action.code_digest(str(tmp_path), ("roles",)) == first
+    (tmp_path / "roles" / "r" / "main.yml").write_text("a: 2\n")
+    assert action.code_digest(str(tmp_path), ("roles",)) != first
+
+
+def fingerprint_of(extra_vars):
+    """The fingerprint the action plugin computes for a host with these variables (no look at the host)."""
+    rc, result, out = run_module({"state": "check", "skip_reason": "not looked at"}, module="sglang_deploy_state",
+                                 extra_vars=extra_vars)
+    assert rc == 0 and result["in_sync"] is False and result["reasons"] == ["not looked at"], out
+    return result["fingerprint"]
+
+
+def test_the_action_plugin_fingerprints_the_hosts_variables_as_templated():
+    base = {"sglang_version": "0.5.11", "sglang_args": {"tp_size": 2}, "sglang_service_secrets": {"SGLANG_API_KEY": "k1"}}
+    first = fingerprint_of(base)
+    assert fingerprint_of({**base, "sglang_verify_min_output_tok_s": 5, "sglang_report_dir": "/tmp/r"}) == first
+    assert fingerprint_of({**base, "sglang_service_secrets": {"SGLANG_API_KEY": "k2"}}) != first  # a rotated key
+    assert fingerprint_of({**base, "sglang_args": "{{ {'tp_size': 1 + 1} }}"}) == first  # as templated
+    assert fingerprint_of({**base, "sglang_args": {"tp_size": 1}}) != first
+
+
+def test_the_module_saves_and_then_finds_the_record(host, tmp_path):
+    _root, paths = host
+    state = str(tmp_path / "state")
+    rc, result, out = run_module({"state": "save", "state_dir": state, "fingerprint": "f1", "paths": paths},
+                                 module="sglang_deploy_state")
+    assert rc == 0 and result["changed"] is True, out
+    assert load(state)["fingerprint"] == "f1"
+    rc, result, out = run_module({"state": "check", "state_dir": state, "fingerprint": "f1",
+                                  "service": "sglang-test-none"}, module="sglang_deploy_state")
+    assert rc == 0 and result["in_sync"] is False, out
+    assert result["machine_id"] and os.path.exists(state)
+    assert not any("changed since the last deploy" in r for r in result["reasons"]), result["reasons"]
+
+
+def test_a_host_in_sync_is_still_compared_with_the_others_for_two_names_of_one_machine():
+    spec = importlib.util.spec_from_file_location("args_filters", REPO / "filter_plugins" / "sglang_args.py")
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    hostvars = {"ct129": {"_sglang_release_in_sync": {"in_sync": True, "machine_id": "machine-id a"}},
+                "ct129-alias": {"_sglang_service_machine_id": "machine-id a"},
+                "h200x1": {"_sglang_service_machine_id": "machine-id b"}}
+    hosts = list(hostvars)
+    assert filters.sglang_same_machine(hosts, hostvars, "ct129-alias") == ["ct129"]
+    assert filters.sglang_same_machine(hosts, hostvars, "ct129") == ["ct129-alias"]
+    assert filters.sglang_same_machine(hosts, hostvars, "h200x1") == []
