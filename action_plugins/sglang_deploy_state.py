@@ -1,11 +1,11 @@
 """Action plugin: the controller's half of sglang_deploy_state, the fingerprint of a host's deploy.
 
-The fingerprint is a sha256 of every `sglang_*` and `ml_env_*` variable of the host as the task sees
-it (inventory, group_vars, -e; templated, vault values decrypted) and of the project's code (roles,
-modules, plugins, playbooks) and the ansible-core version: what a deploy is made of. Variables that
-do not change the host are left out: verify's (verify still runs on a host in sync), the rollout's
-batches, report folders. With a `skip_reason` the host is reported out of sync, for that reason,
-without a look.
+The fingerprint is a sha256 of the host's inventory name, every `sglang_*` and `ml_env_*` variable
+of the host as the task sees it (inventory, group_vars, -e; templated, vault values decrypted) and
+the project's code (roles, modules, plugins, playbooks) and the ansible-core version: what a deploy
+is made of and checks. Verify's variables are in it (a changed one gets the whole deploy, so its
+checks run); the rollout's batches (play-level) and report folders (the controller's) are not.
+With a `skip_reason` the host is reported out of sync, for that reason, without a look.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ansible.release import __version__ as ANSIBLE_VERSION
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE_FOLDERS = ("roles", "library", "module_utils", "action_plugins", "filter_plugins", "playbooks")
 INPUT = re.compile(r"^(sglang|ml_env)_")
-NOT_AN_INPUT = re.compile(r"^(sglang_verify_|sglang_rollout_)|_report_dir$|^sglang_preflight_passed$")
+NOT_AN_INPUT = re.compile(r"^sglang_rollout_|_report_dir$|^sglang_preflight_passed$")
 
 
 def code_digest(root=PROJECT, folders=CODE_FOLDERS):
@@ -67,6 +67,7 @@ class ActionModule(ActionBase):
                     values[name] = self._templar.template(task_vars[name])
                 except Exception as exc:  # noqa: BLE001 (a variable that does not template is an input too)
                     values[name] = f"<{exc.__class__.__name__}>"
+            values["inventory_hostname"] = task_vars.get("inventory_hostname")  # a record is one name's
             args["fingerprint"] = fingerprint(values, code_digest())
         if args.get("state", "check") == "check" and skip_reason:
             result.update(changed=False, in_sync=False, fingerprint=args["fingerprint"], reasons=[skip_reason])

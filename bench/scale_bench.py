@@ -8,7 +8,9 @@ host with the lab's h200x1 host_vars), prepares and deploys them once (verify sk
 measures the fleet machinery, not the simulator's speed), then measures side by side, `--rounds`
 times each, interleaved:
   - drift.yml with the project's ansible.cfg;
-  - drift.yml with Ansible's defaults (forks 5, no pipelining; its default ssh_args);
+  - drift.yml with Ansible's defaults (forks 5, no pipelining; its default ssh_args) and no
+    caching: each host's cached reading of its SGLang source (module_utils/sglang_source_cache.py)
+    is moved aside for these runs, so each host reads its source afresh;
   - a no-op deploy.yml --skip-tags sglang_verify (every host in sync with its last deploy: only
     the in-sync comparison runs, roles/sglang_release/README.md);
   - the same no-op deploy with sglang_release_skip_unchanged=false (every check and task, as
@@ -98,6 +100,19 @@ def host_memory(n):
     return {row["name"]: row["mem_usage"].split("/")[0].strip() for row in json.loads(out or "[]")}
 
 
+CACHES = "/opt/ml-env/sglang-*/lib/python3*/site-packages/.sglang-fleet-source.pickle"
+
+
+def source_caches(n, on):
+    """Move each host's cached source reading aside (on=False) or back (not timed)."""
+    src, dst = ('"$f.off"', '"$f"') if on else ('"$f"', '"$f.off"')
+    pattern = CACHES + (".off" if on else "")
+    script = f'for f in {pattern}; do [ -e "$f" ] || continue; f="${{f%.off}}"; mv {src} {dst}; done'
+    for h in hosts(n):
+        subprocess.run(["podman", "exec", f"{PREFIX}-{h}", "sh", "-c", script], env=PODMAN_ENV, check=True,
+                       capture_output=True)
+
+
 def measure(tmp, n, rounds, ping, defaults_cfg):
     inventory = write_inventory(tmp, n)
     lab = [str(BIN / "python"), str(REPO / "lab" / "lab.py")]
@@ -114,7 +129,9 @@ def measure(tmp, n, rounds, ping, defaults_cfg):
         samples = {k: [] for k in ("drift", "drift_defaults", "noop", "noop_whole", "ping")}
         for _ in range(rounds):
             samples["drift"].append(playbook(inventory, ours, "drift.yml"))
+            source_caches(n, on=False)
             samples["drift_defaults"].append(playbook(inventory, defaults_cfg, "drift.yml"))
+            source_caches(n, on=True)
             samples["noop"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
                                             "-e", '{"sglang_rollout_batches": ["100%"]}'))
             samples["noop_whole"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
@@ -124,7 +141,7 @@ def measure(tmp, n, rounds, ping, defaults_cfg):
         rows.append((n, f"lab up ({n} hosts)", [(up, 0.0)]))
         rows.append((n, "first deploy.yml --skip-tags sglang_verify, one batch", [first]))
         rows.append((n, "drift.yml (ansible.cfg)", samples["drift"]))
-        rows.append((n, "drift.yml (Ansible defaults)", samples["drift_defaults"]))
+        rows.append((n, "drift.yml (Ansible defaults, no source cache)", samples["drift_defaults"]))
         rows.append((n, "no-op deploy.yml --skip-tags sglang_verify, one batch", samples["noop"]))
         rows.append((n, "the same, the whole deploy (sglang_release_skip_unchanged=false)", samples["noop_whole"]))
         rows.append((n, "bare ping play", samples["ping"]))

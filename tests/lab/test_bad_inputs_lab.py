@@ -347,7 +347,8 @@ def test_a_host_unreachable_mid_play_leaves_the_others_converging(fleet):
     before = {host: host_state(fleet, host) for host in ("ct129", "h200x2")}
     argv = [str(BIN / "ansible-playbook"), "-i", str(fleet.inventory), "-e", f"sglang_report_dir={fleet.reports}",
             "deploy.yml", "-e",
-            '{"sglang_rollout_batches": ["100%"], "sglang_rollout_max_fail_percentage": 50}', *FAST]
+            '{"sglang_rollout_batches": ["100%"], "sglang_rollout_max_fail_percentage": 50}', *FAST,
+            "-e", "sglang_release_skip_unchanged=false"]  # the whole rollout (in sync, it would not reach the hosts)
     lines, stopped = [], False
     with subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as play:

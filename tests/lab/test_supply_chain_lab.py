@@ -46,7 +46,10 @@ def fleet(tmp_path_factory, cache):
 
 
 def deploy(fleet, cache, *args):
-    return fleet.play("deploy.yml", "-e", f"sglang_controller_cache={cache}", *FAST, *args)
+    """The whole deploy (its checks read the controller's wheelhouse; a host in sync with its last
+    deploy reads no wheel, it installs nothing)."""
+    return fleet.play("deploy.yml", "-e", f"sglang_controller_cache={cache}", "-e", "sglang_release_skip_unchanged=false",
+                      *FAST, *args)
 
 
 def host_state(fleet):
@@ -84,6 +87,11 @@ def test_a_tampered_wheel_is_refused_before_the_host_changes_and_the_fix_works(f
             dst.writestr(item, data)
     altered.replace(wheel)
     tampered = sha256(wheel)
+
+    # In sync with its last deploy, the host installs nothing and no wheel is read: it is left as it is.
+    rc, out = fleet.play("deploy.yml", "-e", f"sglang_controller_cache={cache}", *FAST)
+    assert rc == 0 and f"{HOST}: in sync with its last complete deploy" in out, out
+    assert recap(out, HOST)["changed"] == 0 and host_state(fleet) == before
 
     rc, out = deploy(fleet, cache)
     assert rc != 0, out

@@ -76,11 +76,12 @@ def test_no_record_or_other_inputs_means_the_whole_deploy(host, tmp_path):
     assert reasons and all("sglang-test-none" in r for r in reasons), reasons
 
 
-def test_the_fingerprint_holds_the_deploys_inputs_and_not_verify_or_reports():
+def test_the_fingerprint_holds_the_deploys_inputs_and_not_batches_or_reports():
     names = ["sglang_version", "sglang_args", "ml_env_profile", "sglang_service_secrets", "sglang_verify_min_tok_s",
              "sglang_rollout_batches", "sglang_report_dir", "sglang_audit_report_dir", "sglang_preflight_passed",
              "_sglang_service_argv", "ansible_host", "lab_model"]
-    assert action.input_names(names) == ["ml_env_profile", "sglang_args", "sglang_service_secrets", "sglang_version"]
+    assert action.input_names(names) == ["ml_env_profile", "sglang_args", "sglang_service_secrets",
+                                         "sglang_verify_min_tok_s", "sglang_version"]
     base = action.fingerprint({"sglang_args": {"tp_size": 2}}, "c1")
     assert base == action.fingerprint({"sglang_args": {"tp_size": 2}}, "c1")
     assert base != action.fingerprint({"sglang_args": {"tp_size": 1}}, "c1")
@@ -109,7 +110,8 @@ def fingerprint_of(extra_vars):
 def test_the_action_plugin_fingerprints_the_hosts_variables_as_templated():
     base = {"sglang_version": "0.5.11", "sglang_args": {"tp_size": 2}, "sglang_service_secrets": {"SGLANG_API_KEY": "k1"}}
     first = fingerprint_of(base)
-    assert fingerprint_of({**base, "sglang_verify_min_output_tok_s": 5, "sglang_report_dir": "/tmp/r"}) == first
+    assert fingerprint_of({**base, "sglang_rollout_batches": [1], "sglang_report_dir": "/tmp/r"}) == first
+    assert fingerprint_of({**base, "sglang_verify_min_output_tok_s": 5}) != first  # its checks run again
     assert fingerprint_of({**base, "sglang_service_secrets": {"SGLANG_API_KEY": "k2"}}) != first  # a rotated key
     assert fingerprint_of({**base, "sglang_args": "{{ {'tp_size': 1 + 1} }}"}) == first  # as templated
     assert fingerprint_of({**base, "sglang_args": {"tp_size": 1}}) != first
