@@ -18,11 +18,10 @@ import os
 import pwd
 import stat
 import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 
-from ansible.module_utils.sglang_release import restart_pending
+from ansible.module_utils.sglang_release import _write_atomic, restart_pending
 
 RECORD = "deployed.json"
 
@@ -87,15 +86,7 @@ def save(state_dir, record):
     except OSError:
         pass
     os.makedirs(state_dir, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=state_dir, prefix=".deployed-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp: 0600
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _write_atomic(path, text.encode(), 0o600)
     return True
 
 
