@@ -128,7 +128,7 @@ def _systemctl_show(service, props):
 
 def service_problems(service, files):
     """Why the service is not as a complete deploy leaves it: enabled, active, nothing pending."""
-    shown = _systemctl_show(service, ["ActiveState", "UnitFileState", "NeedDaemonReload"])
+    shown = _systemctl_show(service, ["ActiveState", "UnitFileState", "NeedDaemonReload", "MainPID"])
     found = []
     if shown.get("ActiveState") != "active":
         found.append(f"{service} is {shown.get('ActiveState') or 'unknown'}, not active")
@@ -136,7 +136,7 @@ def service_problems(service, files):
         found.append(f"{service} is {shown.get('UnitFileState') or 'unknown'}, not enabled")
     if shown.get("NeedDaemonReload") == "yes":
         found.append(f"systemd has not loaded {service}'s unit file as it is on disk")
-    pending = restart_pending(service, files) if not found else ""
+    pending = restart_pending(service, files, shown.get("MainPID", "0")) if not found else ""
     if pending:
         found.append(pending)
     return found

@@ -262,17 +262,20 @@ def prune(state_dir, keep, env_root="", protect=()):
     return removed
 
 
-def running_since(service):
-    """(main pid, start time in seconds since the epoch) of a systemd service, (0, None) when down."""
+def running_since(service, main_pid=None):
+    """(main pid, start time in seconds since the epoch) of a systemd service, (0, None) when down.
+    `main_pid`: its MainPID as the caller already read it (systemctl show), else read here."""
     import subprocess  # noqa: PLC0415 (only this function needs it)
 
-    try:
-        out = subprocess.run(["systemctl", "show", "-p", "MainPID", service], capture_output=True, text=True,
-                             check=False, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0, None
-    match = re.search(r"MainPID=(\d+)", out)
-    pid = int(match.group(1)) if match else 0
+    if main_pid is None:
+        try:
+            out = subprocess.run(["systemctl", "show", "-p", "MainPID", service], capture_output=True, text=True,
+                                 check=False, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return 0, None
+        match = re.search(r"MainPID=(\d+)", out)
+        main_pid = match.group(1) if match else 0
+    pid = int(main_pid) if str(main_pid).isdigit() else 0
     if pid <= 0:
         return 0, None
     try:
@@ -285,11 +288,11 @@ def running_since(service):
         return pid, None
 
 
-def restart_pending(service, files):
+def restart_pending(service, files, main_pid=None):
     """Why the running service must restart although nothing changes now, or "": one of `files`
     (unit, environment, launcher) is newer than its process (an interrupted run rendered them
-    and never restarted it)."""
-    pid, started = running_since(service)
+    and never restarted it). `main_pid` as running_since."""
+    pid, started = running_since(service, main_pid)
     if not pid or started is None:  # not running: starting it is not a restart
         return ""
     for path in files:

@@ -102,7 +102,7 @@ def test_real_drift_in_check_mode_against_the_controller(tmp_path, capsys):
     here = out["hosts"]["here"]
     assert (here["status"], here["changed"], here["failed"]) == ("failed", 0, 1)
     assert here["failures"] == [{
-        "task": "Stop for a host that drifted from the inventory",
+        "task": "Show the host's drift and stop for a host that drifted from the inventory",
         "msg": "here drifted from the inventory (drift: 0 hosts in sync, 1 drifted (here: 2)):\n"
                "here: sglang installed: desired 0.5.23, actual unset -> fix: run deploy.yml -l here "
                "(builds /opt/ml-env/sglang-0.5.23)\n"
@@ -110,6 +110,22 @@ def test_real_drift_in_check_mode_against_the_controller(tmp_path, capsys):
                "(installs and starts sglang-fleet-test-absent)",
     }]
     assert (tmp_path / "reports" / "here" / "drift-latest.json").is_file()
+
+
+def test_real_drift_refuses_a_misspelled_variable_before_reading_the_host(tmp_path, capsys):
+    """The drift check's own task refuses a misspelled sglang_drift_* name (no separate check task)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    sglang_servers:\n      hosts:\n        here:\n"
+                         "          ansible_connection: local\n"
+                         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
+    rc = main(["drift", "--check", "-i", str(inventory), "-e", f"sglang_report_dir={tmp_path / 'reports'}",
+               "-e", "sglang_version=0.5.23", "-e", "sglang_drift_fail_on_drfit=false", "--json"])
+    here = json.loads(capsys.readouterr().out)["hosts"]["here"]
+    assert rc == 2 and here["failures"] == [{
+        "task": "Compare the service, the running argv, the unit, the venv and the server with the inventory",
+        "msg": "unknown variable sglang_drift_fail_on_drfit: did you mean sglang_drift_fail_on_drift?",
+    }]
+    assert not (tmp_path / "reports" / "here").exists()
 
 
 def test_failure_message_and_exit_code_rules():

@@ -152,6 +152,9 @@ def test_restart_pending_when_the_unit_is_newer_than_the_running_process(tmp_pat
             f"{unit} changed after the running process started (pid {proc.pid}): a restart is pending")
         (fake / "systemctl").write_text("#!/bin/sh\necho MainPID=0\n")
         assert restart_pending("sglang", [str(unit)]) == ""  # not running: starting it is no restart
+        # a MainPID the caller read already (one systemctl show) is used as it is
+        assert restart_pending("sglang", [str(unit)], str(proc.pid)).startswith(f"{unit} changed after")
+        assert restart_pending("sglang", [str(unit)], "0") == ""
     finally:
         proc.kill()
         proc.wait()

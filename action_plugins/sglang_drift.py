@@ -1,0 +1,72 @@
+"""Action plugin: one host's whole drift check in one task - the controller's half of sglang_drift.
+
+Drift is read-only and runs across the fleet, so its cost per host is the number of tasks per
+host (each one a worker fork and a round of variable templating on the controller). This task
+does what three per-host tasks did:
+  1. refuses misspelled variables of the calling role (`sglang_drift_*` names that are not in its
+     meta/argument_specs.yml, as roles/sglang_common/tasks/check_vars.yml does for other roles);
+  2. runs the sglang_drift module on the host (library/sglang_drift.py);
+  3. writes the host's report on the controller, `<report_dir>/drift-<report_stamp>.json` and
+     `drift-latest.json` (action_plugins/sglang_report.py's writer: 0600 in a 0700 folder), also
+     under --check and never as a change.
+With `fleet` (the summary, run once on the controller) only the module runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+_PLUGINS = pathlib.Path(__file__).resolve().parent.parent
+REPORT_ARGS = ("report_dir", "report_stamp", "report_check_mode")
+
+
+def _load(relative, name):
+    """A controller plugin file of this project as a module (plugins cannot import each other)."""
+    spec = importlib.util.spec_from_file_location(name, _PLUGINS / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_fleet_vars = _load("filter_plugins/fleet_vars.py", "_sglang_fleet_fleet_vars")
+_reports = _load("action_plugins/sglang_report.py", "_sglang_fleet_report_writer")
+
+
+def misspelled_role_vars(names, role_name, role_path):
+    """check_vars.yml's check: the `<role>_*` names among `names` its argument specs do not know."""
+    with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
+        known = list(yaml.safe_load(fh)["argument_specs"]["main"]["options"])
+    return _fleet_vars.unknown_vars(list(names), known, f"{role_name}_")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = dict(self._task.args)
+        report = {name: args.pop(name, None) for name in REPORT_ARGS}
+        role = self._task._role
+        if args.get("fleet") is None and role is not None:
+            problems = misspelled_role_vars(task_vars, role.get_name(), role._role_path)
+            if problems:
+                result.update(failed=True, msg="; ".join(problems))
+                return result
+        result.update(self._execute_module(module_name="sglang_drift", module_args=args, task_vars=task_vars))
+        if report["report_dir"] and isinstance(result.get("report"), dict) and not result.get("failed"):
+            stamp = to_text(report["report_stamp"])
+            content = {**result["report"], "generated_at": stamp, "check_mode": bool(report["report_check_mode"])}
+            try:
+                result["report_paths"] = _reports.write_report(os.path.expanduser(to_text(report["report_dir"])),
+                                                               "drift", stamp, content)
+            except (OSError, TypeError, ValueError) as exc:
+                raise AnsibleActionFail(f"sglang_drift could not write the drift report: {exc}") from exc
+        return result
