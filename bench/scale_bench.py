@@ -11,11 +11,12 @@ times each, interleaved:
   - drift.yml with Ansible's defaults (forks 5, no pipelining; its default ssh_args) and no
     caching: each host's cached reading of its SGLang source (module_utils/sglang_source_cache.py)
     is moved aside for these runs, so each host reads its source afresh;
+  - drift.yml with Ansible's defaults and the source cache (what forks and pipelining alone buy);
   - a no-op deploy.yml --skip-tags sglang_verify (every host in sync with its last deploy: only
     the in-sync comparison runs, roles/sglang_release/README.md);
   - the same no-op deploy with sglang_release_skip_unchanged=false (every check and task, as
-    before the in-sync comparison);
-  - a bare `ping` play.
+    before the in-sync comparison; left out with --without-whole);
+  - a bare `ping` play, with ansible.cfg and with Ansible's defaults (the floor of any play).
 Each run's wall time and the controller's CPU time (user + sys of ansible-playbook and
 everything it started: workers, ssh) are taken from the child's rusage. Also records each lab
 host's memory (podman stats). Prints a markdown table of medians and removes its hosts.
@@ -113,7 +114,7 @@ def source_caches(n, on):
                        capture_output=True)
 
 
-def measure(tmp, n, rounds, ping, defaults_cfg):
+def measure(tmp, n, rounds, ping, defaults_cfg, whole=True):
     inventory = write_inventory(tmp, n)
     lab = [str(BIN / "python"), str(REPO / "lab" / "lab.py")]
     ours = REPO / "ansible.cfg"
@@ -126,25 +127,32 @@ def measure(tmp, n, rounds, ping, defaults_cfg):
         first = playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
                          "-e", '{"sglang_rollout_batches": ["100%"]}')
         mem = host_memory(n)
-        samples = {k: [] for k in ("drift", "drift_defaults", "noop", "noop_whole", "ping")}
+        samples = {k: [] for k in ("drift", "drift_defaults", "drift_defaults_cached", "noop", "noop_whole", "ping",
+                                   "ping_defaults")}
         for _ in range(rounds):
             samples["drift"].append(playbook(inventory, ours, "drift.yml"))
             source_caches(n, on=False)
             samples["drift_defaults"].append(playbook(inventory, defaults_cfg, "drift.yml"))
             source_caches(n, on=True)
+            samples["drift_defaults_cached"].append(playbook(inventory, defaults_cfg, "drift.yml"))
             samples["noop"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
                                             "-e", '{"sglang_rollout_batches": ["100%"]}'))
-            samples["noop_whole"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
-                                                  "-e", '{"sglang_rollout_batches": ["100%"]}',
-                                                  "-e", "sglang_release_skip_unchanged=false"))
+            if whole:
+                samples["noop_whole"].append(playbook(inventory, ours, "deploy.yml", "--skip-tags", "sglang_verify",
+                                                      "-e", '{"sglang_rollout_batches": ["100%"]}',
+                                                      "-e", "sglang_release_skip_unchanged=false"))
             samples["ping"].append(playbook(inventory, ours, str(ping)))
+            samples["ping_defaults"].append(playbook(inventory, defaults_cfg, str(ping)))
         rows.append((n, f"lab up ({n} hosts)", [(up, 0.0)]))
         rows.append((n, "first deploy.yml --skip-tags sglang_verify, one batch", [first]))
         rows.append((n, "drift.yml (ansible.cfg)", samples["drift"]))
         rows.append((n, "drift.yml (Ansible defaults, no source cache)", samples["drift_defaults"]))
+        rows.append((n, "drift.yml (Ansible defaults, source cache)", samples["drift_defaults_cached"]))
         rows.append((n, "no-op deploy.yml --skip-tags sglang_verify, one batch", samples["noop"]))
-        rows.append((n, "the same, the whole deploy (sglang_release_skip_unchanged=false)", samples["noop_whole"]))
-        rows.append((n, "bare ping play", samples["ping"]))
+        if whole:
+            rows.append((n, "the same, the whole deploy (sglang_release_skip_unchanged=false)", samples["noop_whole"]))
+        rows.append((n, "bare ping play (ansible.cfg)", samples["ping"]))
+        rows.append((n, "bare ping play (Ansible defaults)", samples["ping_defaults"]))
         return rows, mem
     finally:
         subprocess.run([*lab, "down", "--inventory", str(inventory), "--prefix", PREFIX], check=False,
@@ -155,6 +163,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 30])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--without-whole", action="store_true",
+                        help="leave out the whole no-op deploy (sglang_release_skip_unchanged=false), ~4 min per round at 30")
     args = parser.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="sglang-scale-"))
     ping = tmp / "ping.yml"
@@ -165,7 +175,7 @@ def main():
     rows, mems = [], {}
     try:
         for n in args.sizes:
-            got, mem = measure(tmp, n, args.rounds, ping, defaults_cfg)
+            got, mem = measure(tmp, n, args.rounds, ping, defaults_cfg, whole=not args.without_whole)
             rows += got
             mems[n] = mem
     finally:
@@ -177,6 +187,13 @@ def main():
         cpu = statistics.median(s[1] for s in samples)
         print(f"| {n} | {name} | {wall:.1f} | {cpu:.1f} | {cpu / n:.2f} | "
               f"{', '.join(f'{w:.1f}/{c:.1f}' for w, c in samples)} |")
+    medians = {(n, name): statistics.median(s[0] for s in samples) for n, name, samples in rows}
+    for n in args.sizes:
+        ours = medians[(n, "drift.yml (ansible.cfg)")]
+        print(f"\n{n} hosts, drift.yml against ansible.cfg's: Ansible's defaults without the source cache "
+              f"{medians[(n, 'drift.yml (Ansible defaults, no source cache)')] / ours:.2f}x, with it "
+              f"{medians[(n, 'drift.yml (Ansible defaults, source cache)')] / ours:.2f}x; bare ping, defaults "
+              f"against ansible.cfg: {medians[(n, 'bare ping play (Ansible defaults)')] / medians[(n, 'bare ping play (ansible.cfg)')]:.2f}x")
     for n, mem in mems.items():
         print(f"\n{n} hosts, memory per lab host (podman stats): {', '.join(sorted(mem.values()))}")
     return 0
