@@ -22,17 +22,19 @@ from ansible.release import __version__ as ANSIBLE_VERSION
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE_FOLDERS = ("roles", "library", "module_utils", "action_plugins", "filter_plugins", "playbooks")
 INPUT = re.compile(r"^(sglang|ml_env)_")
+# Caches, and documentation (a README edit must not give every host the whole deploy).
+NOT_CODE = (".pyc", ".pyo", ".md")
 NOT_AN_INPUT = re.compile(r"^sglang_rollout_|_report_dir$|^sglang_preflight_passed$")
 
 
 def code_digest(root=PROJECT, folders=CODE_FOLDERS):
-    """sha256 of the project's code: every file's path and bytes (no caches), and ansible-core's version."""
+    """sha256 of the project's code: every file's path and bytes (no caches, no READMEs), and ansible-core's version."""
     digest = hashlib.sha256(ANSIBLE_VERSION.encode())
     for folder in folders:
         for base, dirs, files in os.walk(os.path.join(root, folder)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
-                if name.endswith((".pyc", ".pyo")):
+                if name.endswith(NOT_CODE):
                     continue
                 path = os.path.join(base, name)
                 digest.update(to_bytes(os.path.relpath(path, root)) + b"\0")

@@ -88,12 +88,13 @@ def test_the_fingerprint_holds_the_deploys_inputs_and_not_batches_or_reports():
     assert base != action.fingerprint({"sglang_args": {"tp_size": 2}}, "c2")
 
 
-def test_the_code_digest_follows_the_code_and_not_its_caches(tmp_path):
+def test_the_code_digest_follows_the_code_and_not_its_caches_or_docs(tmp_path):
     (tmp_path / "roles" / "r" / "__pycache__").mkdir(parents=True)
     (tmp_path / "roles" / "r" / "main.yml").write_text("a: 1\n")
     first = action.code_digest(str(tmp_path), ("roles",))
     (tmp_path / "roles" / "r" / "__pycache__" / "x.pyc").write_bytes(b"\0")
     (tmp_path / "roles" / "r" / "y.pyc").write_bytes(b"\0")
+    (tmp_path / "roles" / "r" / "README.md").write_text("a README edit is no new deploy\n")
     assert action.code_digest(str(tmp_path), ("roles",)) == first
     (tmp_path / "roles" / "r" / "main.yml").write_text("a: 2\n")
     assert action.code_digest(str(tmp_path), ("roles",)) != first
