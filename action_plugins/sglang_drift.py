@@ -9,7 +9,8 @@ does what three per-host tasks did:
   3. writes the host's report on the controller, `<report_dir>/drift-<report_stamp>.json` and
      `drift-latest.json` (action_plugins/sglang_report.py's writer: 0600 in a 0700 folder), also
      under --check and never as a change.
-With `fleet` (the summary, run once on the controller) only the module runs.
+With `fleet` (the summary, run once on the controller) only the module runs. The result is
+no_log when an `api_key` is given (the task needs no no_log of its own).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class ActionModule(ActionBase):
                 result.update(failed=True, msg="; ".join(problems))
                 return result
         result.update(self._execute_module(module_name="sglang_drift", module_args=args, task_vars=task_vars))
+        # no_log for the module's result when the server's API key was sent, and only then: a
+        # task-level no_log would also hide the variable check's message above.
+        result["_ansible_no_log"] = bool(args.get("api_key")) or bool(result.get("_ansible_no_log"))
         if report["report_dir"] and isinstance(result.get("report"), dict) and not result.get("failed"):
             stamp = to_text(report["report_stamp"])
             content = {**result["report"], "generated_at": stamp, "check_mode": bool(report["report_check_mode"])}

@@ -128,6 +128,34 @@ def test_real_drift_refuses_a_misspelled_variable_before_reading_the_host(tmp_pa
     assert not (tmp_path / "reports" / "here").exists()
 
 
+COMPARE = "Compare the service, the running argv, the unit, the venv and the server with the inventory"
+
+
+def test_real_drift_censors_its_comparison_only_when_it_sends_an_api_key(tmp_path):
+    """The comparison is no_log when it sends the server's API key; its variable check stays readable."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    sglang_servers:\n      hosts:\n        here:\n"
+                         "          ansible_connection: local\n"
+                         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
+    common = [f"sglang_report_dir={tmp_path / 'reports'}", "sglang_version=0.5.23",
+              "sglang_service_name=sglang-fleet-test-absent"]
+    result = run_playbook("drift", inventory=[str(inventory)], check=True,
+                          extra_vars=[*common, f"sglang_drift_api_key={SECRET}", "sglang_drift_fail_on_drfit=false"])
+    assert result.hosts["here"].failures == [TaskFailure(
+        COMPARE, "unknown variable sglang_drift_fail_on_drfit: did you mean sglang_drift_fail_on_drift?")]
+    for key, censored in ((SECRET, True), ("", False)):
+        artifacts = tmp_path / f"artifacts-{censored}"
+        run_playbook("drift", inventory=[str(inventory)], check=True, artifacts=str(artifacts),
+                     extra_vars=[*common, f"sglang_drift_api_key={key}"])
+        events = [json.loads(p.read_text()) for p in artifacts.glob("*/job_events/*.json")]
+        compared = [e["event_data"]["res"] for e in events
+                    if e["event"] == "runner_on_ok" and e["event_data"].get("task") == COMPARE]
+        assert len(compared) == 1 and ("in_sync" not in compared[0]) is censored, compared
+        assert (compared[0].get("censored") == CENSORED) is censored
+        output = "".join(p.read_text() for p in [*artifacts.glob("*/job_events/*.json"), *artifacts.glob("*/stdout")])
+        assert SECRET not in output
+
+
 def test_failure_message_and_exit_code_rules():
     assert failure_message({"msg": " boom \n"}) == "boom"
     assert failure_message({"censored": CENSORED, "msg": "x"}) == CENSORED
