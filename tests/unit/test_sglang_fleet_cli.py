@@ -17,6 +17,7 @@ from sglang_fleet.runner import REPO, exit_code, failure_message, read_events
 FIXTURES = REPO / "tests" / "fixtures" / "runner"
 INVENTORY = str(FIXTURES / "hosts.yml")
 SECRET = "canary-7f3e9b1d-not-for-output"  # hosts.yml's fixture_secret
+COMPARE = "Compare the service, the running argv, the unit, the venv and the server with the inventory"  # drift's task
 CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
 REFUSED = ("Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 1: "
            "Connection refused")
@@ -89,13 +90,19 @@ def test_no_play_ran_is_an_error_not_a_host_failure():
     assert "no hosts" in result.error, result.error
 
 
-def test_real_drift_in_check_mode_against_the_controller(tmp_path, capsys):
+@pytest.fixture
+def local_inventory(tmp_path):
+    """The controller itself as the one SGLang server `here` (connection local): it has no SGLang."""
+    path = tmp_path / "hosts.yml"
+    path.write_text("all:\n  children:\n    sglang_servers:\n      hosts:\n        here:\n"
+                    "          ansible_connection: local\n"
+                    "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
+    return path
+
+
+def test_real_drift_in_check_mode_against_the_controller(tmp_path, local_inventory, capsys):
     """drift.yml as it is (repo ansible.cfg, roles, modules, group_vars), read-only, on this machine."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    sglang_servers:\n      hosts:\n        here:\n"
-                         "          ansible_connection: local\n"
-                         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
-    rc = main(["drift", "--check", "-i", str(inventory), "-e", f"sglang_report_dir={tmp_path / 'reports'}",
+    rc = main(["drift", "--check", "-i", str(local_inventory), "-e", f"sglang_report_dir={tmp_path / 'reports'}",
                "-e", "sglang_version=0.5.23", "-e", "sglang_service_name=sglang-fleet-test-absent", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 2 and out["playbook"] == str(REPO / "drift.yml")
@@ -112,40 +119,29 @@ def test_real_drift_in_check_mode_against_the_controller(tmp_path, capsys):
     assert (tmp_path / "reports" / "here" / "drift-latest.json").is_file()
 
 
-def test_real_drift_refuses_a_misspelled_variable_before_reading_the_host(tmp_path, capsys):
+def test_real_drift_refuses_a_misspelled_variable_before_reading_the_host(tmp_path, local_inventory, capsys):
     """The drift check's own task refuses a misspelled sglang_drift_* name (no separate check task)."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    sglang_servers:\n      hosts:\n        here:\n"
-                         "          ansible_connection: local\n"
-                         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
-    rc = main(["drift", "--check", "-i", str(inventory), "-e", f"sglang_report_dir={tmp_path / 'reports'}",
+    rc = main(["drift", "--check", "-i", str(local_inventory), "-e", f"sglang_report_dir={tmp_path / 'reports'}",
                "-e", "sglang_version=0.5.23", "-e", "sglang_drift_fail_on_drfit=false", "--json"])
     here = json.loads(capsys.readouterr().out)["hosts"]["here"]
     assert rc == 2 and here["failures"] == [{
-        "task": "Compare the service, the running argv, the unit, the venv and the server with the inventory",
+        "task": COMPARE,
         "msg": "unknown variable sglang_drift_fail_on_drfit: did you mean sglang_drift_fail_on_drift?",
     }]
     assert not (tmp_path / "reports" / "here").exists()
 
 
-COMPARE = "Compare the service, the running argv, the unit, the venv and the server with the inventory"
-
-
-def test_real_drift_censors_its_comparison_only_when_it_sends_an_api_key(tmp_path):
+def test_real_drift_censors_its_comparison_only_when_it_sends_an_api_key(tmp_path, local_inventory):
     """The comparison is no_log when it sends the server's API key; its variable check stays readable."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    sglang_servers:\n      hosts:\n        here:\n"
-                         "          ansible_connection: local\n"
-                         "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n")
     common = [f"sglang_report_dir={tmp_path / 'reports'}", "sglang_version=0.5.23",
               "sglang_service_name=sglang-fleet-test-absent"]
-    result = run_playbook("drift", inventory=[str(inventory)], check=True,
+    result = run_playbook("drift", inventory=[str(local_inventory)], check=True,
                           extra_vars=[*common, f"sglang_drift_api_key={SECRET}", "sglang_drift_fail_on_drfit=false"])
     assert result.hosts["here"].failures == [TaskFailure(
         COMPARE, "unknown variable sglang_drift_fail_on_drfit: did you mean sglang_drift_fail_on_drift?")]
     for key, censored in ((SECRET, True), ("", False)):
         artifacts = tmp_path / f"artifacts-{censored}"
-        run_playbook("drift", inventory=[str(inventory)], check=True, artifacts=str(artifacts),
+        run_playbook("drift", inventory=[str(local_inventory)], check=True, artifacts=str(artifacts),
                      extra_vars=[*common, f"sglang_drift_api_key={key}"])
         events = [json.loads(p.read_text()) for p in artifacts.glob("*/job_events/*.json")]
         compared = [e["event_data"]["res"] for e in events
