@@ -4,7 +4,8 @@ Drift is read-only and runs across the fleet, so its cost per host is the number
 host (each one a worker fork and a round of variable templating on the controller). This task
 does what three per-host tasks did:
   1. refuses misspelled variables of the calling role (`sglang_drift_*` names that are not in its
-     meta/argument_specs.yml, as roles/sglang_common/tasks/check_vars.yml does for other roles);
+     meta/argument_specs.yml: filter_plugins/fleet_vars.py's unknown_role_vars, the check of
+     roles/sglang_common/tasks/check_vars.yml);
   2. runs the sglang_drift module on the host (library/sglang_drift.py);
   3. writes the host's report on the controller, `<report_dir>/drift-<report_stamp>.json` and
      `drift-latest.json` (action_plugins/sglang_report.py's writer: 0600 in a 0700 folder), also
@@ -19,7 +20,6 @@ import importlib.util
 import os
 import pathlib
 
-import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
@@ -40,13 +40,6 @@ _fleet_vars = _load("filter_plugins/fleet_vars.py", "_sglang_fleet_fleet_vars")
 _reports = _load("action_plugins/sglang_report.py", "_sglang_fleet_report_writer")
 
 
-def misspelled_role_vars(names, role_name, role_path):
-    """check_vars.yml's check: the `<role>_*` names among `names` its argument specs do not know."""
-    with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
-        known = list(yaml.safe_load(fh)["argument_specs"]["main"]["options"])
-    return _fleet_vars.unknown_vars(list(names), known, f"{role_name}_")
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -57,7 +50,7 @@ class ActionModule(ActionBase):
         report = {name: args.pop(name, None) for name in REPORT_ARGS}
         role = self._task._role
         if args.get("fleet") is None and role is not None:
-            problems = misspelled_role_vars(task_vars, role.get_name(), role._role_path)
+            problems = _fleet_vars.unknown_role_vars(task_vars, role._role_path)
             if problems:
                 result.update(failed=True, msg="; ".join(problems))
                 return result

@@ -1,7 +1,9 @@
 """Filters for checking a host's variables against what the project knows."""
 
 import difflib
+import os
 
+import yaml
 from ansible.errors import AnsibleFilterError
 
 
@@ -23,6 +25,15 @@ def unknown_vars(present, known, prefix):
     return messages
 
 
+def unknown_role_vars(present, role_path):
+    """unknown_vars for the role at `role_path`: its `<role>_*` names among `present` that the options
+    of its meta/argument_specs.yml (entry point main) do not know. Used by
+    roles/sglang_common/tasks/check_vars.yml and by action_plugins/sglang_drift.py."""
+    with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
+        known = list(yaml.safe_load(fh)["argument_specs"]["main"]["options"])
+    return unknown_vars(list(present), known, f"{os.path.basename(os.path.normpath(role_path))}_")
+
+
 class FilterModule:
     def filters(self):
-        return {"unknown_vars": unknown_vars}
+        return {"unknown_vars": unknown_vars, "unknown_role_vars": unknown_role_vars}

@@ -29,7 +29,7 @@ FILTERS_WITHOUT_DOCS = [
     "sglang_local_url",
     "sglang_multinode_batches", "sglang_multinode_gpu_problems", "sglang_multinode_plan", "sglang_multinode_without",
     "sglang_pd_plan", "sglang_redact", "sglang_release_lines", "sglang_same_machine", "sglang_unit_lines",
-    "sglang_unit_value_problems", "systemd_quote", "unknown_vars",
+    "sglang_unit_value_problems", "systemd_quote", "unknown_role_vars", "unknown_vars",
 ]
 
 OPTION_KEYS = {"description", "type", "required", "default", "choices", "elements", "aliases", "suboptions",

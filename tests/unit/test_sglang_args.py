@@ -149,6 +149,17 @@ def test_misspelled_role_variables_get_a_suggestion():
         "sglang_service_user"]
 
 
+def test_misspelled_variables_of_a_role_are_read_against_its_argument_specs(tmp_path):
+    unknown_role_vars = _load_fleet_filters()["unknown_role_vars"]
+    role = tmp_path / "roles" / "sglang_demo"
+    (role / "meta").mkdir(parents=True)
+    (role / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n      sglang_demo_timeout_s: {type: int}\n      sglang_version: {type: str}\n")
+    assert unknown_role_vars(["sglang_demo_timeout_s", "sglang_version", "other"], str(role)) == []
+    assert unknown_role_vars(["sglang_demo_timout_s"], str(role) + "/") == [
+        "unknown variable sglang_demo_timout_s: did you mean sglang_demo_timeout_s?"]
+
+
 def test_env_file_lines_are_quoted_for_systemd():
     assert FILTERS["env_file_line"]("HF_TOKEN", 'a"b$c\\d`e') == 'HF_TOKEN="a\\"b\\$c\\\\d\\`e"'
     with pytest.raises(AnsibleFilterError, match=r"sglang_service_secrets.HF_TOKEN: the value contains a newline \(\\n\)"):
