@@ -52,9 +52,8 @@ lab-prepare: lab-up ## Put the simulator and the declared models on the lab host
 deploy: venv ## ansible-playbook deploy.yml on the lab fleet
 	$(PLAYBOOK) deploy.yml
 
-demo: lab-prepare ## Lab fleet up, the router, deploy (checks, install, audit, verify), verify through the router, drift, each host's service and the fleet report
-	$(PLAYBOOK) router.yml
-	$(PLAYBOOK) deploy.yml
+demo: lab-prepare ## Lab fleet up, site.yml (the router, then deploy: checks, install, audit, verify), verify through the router, drift, each host's service and the fleet report
+	$(PLAYBOOK) site.yml
 	$(PLAYBOOK) verify.yml --limit sglang_routers
 	$(PLAYBOOK) drift.yml
 	$(PLAYBOOK) lab/show.yml

@@ -107,8 +107,9 @@ def main():
         src, path = load_installed(p["venv"], p["version"] or None)
     except AuditError as exc:
         if p["missing_ok"]:
-            module.exit_json(changed=False, installed=False, ok=True, failures=[], report={},
-                             lines=[f"{where}not audited: {exc}"])
+            why = (f"not audited under --check: {p['venv']} is not built yet (check mode builds nothing; "
+                   "a real run builds it, then audits it)" if module.check_mode else f"not audited: {exc}")
+            module.exit_json(changed=False, installed=False, ok=True, failures=[], report={}, lines=[where + why])
         module.fail_json(msg=f"{where}{exc}")
     model_config, note = read_model_config(p["args"].get("model_path"))
     try:

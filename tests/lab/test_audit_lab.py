@@ -12,6 +12,7 @@ import json
 import re
 
 import pytest
+import yaml
 from lab_fleet import BIN, deployed_lab_fleet, recap, run, unflow
 
 pytestmark = pytest.mark.lab
@@ -61,6 +62,68 @@ def test_audit_and_deploy_under_check_change_nothing(fleet):
         rc, out = fleet.play(playbook, "--check", "--diff")
         assert rc == 0, out
         assert [recap(out, h)["changed"] for h in ("ct129", "h200x2", "h200x1")] == [0, 0, 0], out
+    for host in HOSTS:
+        assert f"{host}: in sync with its last complete deploy" in unflow(out), out
+
+
+# deploy.yml --check --diff of a change, on a host of each era: a flag (context_length) or the release.
+FLAG_CHANGES = {"ct129": ("context_length", 131072, 8192), "h200x2": ("context_length", 32768, 8192),
+                "h200x1": ("context_length", 32768, 8192)}
+VERSION_CHANGES = {"ct129": ("0.5.11", "0.5.13.post1"), "h200x2": ("0.5.18", "0.5.23"), "h200x1": ("0.5.23", "0.5.18")}
+# What a preview must leave as it was: the unit, the running server, the venvs, the release records.
+HOST_STATE = ("systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/sglang.service; "
+              "readlink /opt/ml-env/current; ls /opt/ml-env; find /var/lib/sglang-fleet -type f | sort | xargs sha256sum")
+
+
+def preview(fleet, changes):
+    """deploy.yml --check --diff with each host's host_vars changed as `changes` says ({host: "flag" | "version"})."""
+    saved = {}
+    for host, kind in changes.items():
+        path = fleet.inventory.parent / "host_vars" / f"{host}.yml"
+        saved[path] = path.read_text()
+        data = yaml.safe_load(saved[path])
+        if kind == "flag":
+            name, _, value = FLAG_CHANGES[host]
+            data["sglang_args"] = {**data["sglang_args"], name: value}
+        else:
+            data["sglang_version"] = VERSION_CHANGES[host][1]
+        path.write_text(yaml.safe_dump(data))
+    try:
+        return fleet.play("deploy.yml", "--check", "--diff")
+    finally:
+        for path, text in saved.items():
+            path.write_text(text)
+
+
+@pytest.mark.parametrize("changes", [{"ct129": "flag", "h200x2": "version", "h200x1": "flag"},
+                                     {"ct129": "version", "h200x2": "flag", "h200x1": "version"}],
+                         ids=["flag-version-flag", "version-flag-version"])
+def test_deploy_check_diff_previews_a_change_on_every_era_and_leaves_the_host_as_it_was(fleet, changes):
+    """The preview passes: the diff, what a real run would restart or build, and the phases that need the
+    restarted server said to be skipped (not a runtime mismatch with the server still on the old flags, nor
+    a rollback decision); the hosts are untouched."""
+    before = {host: fleet.ssh(host, HOST_STATE) for host in HOSTS}
+    rc, out = preview(fleet, changes)
+    assert rc == 0, out
+    flat = unflow(out)
+    assert "MISMATCH" not in out and "rolled back" not in out, out
+    for host, kind in changes.items():
+        assert recap(out, host)["failed"] == 0 and recap(out, host)["changed"] > 0, out
+        assert f"{host} (--check): a real run would restart sglang: its unit changed" in flat, out
+        assert (f"{host} (--check): skipped because nothing was restarted: readiness, runtime audit, verify, "
+                "release record") in flat, out
+        if kind == "flag":
+            name, old, new = FLAG_CHANGES[host]
+            flag = "--" + name.replace("_", "-")
+            assert f"-    {flag} {old} \\" in out and f"+    {flag} {new} \\" in out, out
+        else:
+            old, new = VERSION_CHANGES[host]
+            assert f"+ExecStart=/opt/ml-env/sglang-{new}/bin/python " in out, out
+            assert (f"{host} (--check): a real run would build /opt/ml-env/sglang-{new} from its lock (offline, "
+                    "every hash checked); check mode cannot build it, nor read what it would hold") in flat, out
+            assert (f"{host}: not audited under --check: /opt/ml-env/sglang-{new} is not built yet (check mode "
+                    "builds nothing; a real run builds it, then audits it)") in flat, out
+    assert {host: fleet.ssh(host, HOST_STATE) for host in HOSTS} == before
 
 
 def test_removed_flag_stops_deploy_before_anything_changes(fleet):

@@ -97,8 +97,10 @@ def test_open_bind_passes_preflight_when_intended_or_authenticated(fleet, extra)
     before = host_state(fleet)
     rc, out = fleet.play("deploy.yml", "--check", "--diff", "-e",
                          json.dumps({"sglang_args": {**CT129_ARGS, "host": "0.0.0.0"}, **extra}), *FAST)
+    assert rc == 0, out
     assert "serves SGLang beyond this host" not in out
     assert "+    --host 0.0.0.0 \\" in out, out
+    assert "ct129 (--check): a real run would restart sglang: its unit changed" in unflow(out), out
     assert host_state(fleet) == before
 
 

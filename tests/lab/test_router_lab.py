@@ -3,6 +3,11 @@
 simulator on the real SGLang 0.5.23 wheel) and a router host running the real sglang-router
 from PyPI (roles/sglang_router, playbooks/router.yml).
 
+The fleet comes up as a new user's might: rep1 deployed before the router ever ran (it serves
+nothing, so its deploy goes on and says the router is not up), then site.yml (the router, which
+takes rep1 in, then rep2's first deploy). Last, a router that is down refuses the rollout of its
+serving replicas before either changes.
+
 A client load goes through the router (the only endpoint a user knows) while deploy.yml rolls a
 change out to every replica one at a time. With draining (sglang_router_host set), each replica
 leaves the router and finishes its in-flight requests before it restarts: zero failed requests.
@@ -21,6 +26,7 @@ next to the sum of the replicas' own verify results.
 """
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -79,11 +85,18 @@ def fleet(tmp_path_factory):
     assert rc == 0, out
 
     lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
+    lab.ip["router"] = f"{SUBNET}20"  # lab.ssh() on the router host too
     try:
-        for playbook, args in (("lab/prepare.yml", ()), ("router.yml", ()),
-                               ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}'))):
-            rc, out = lab.play(playbook, *args)
-            assert rc == 0, out
+        rc, out = lab.play("lab/prepare.yml")
+        assert rc == 0, out
+        # A fresh fleet in the wrong order: rep1 deployed before its router ever ran. It serves
+        # nothing yet, so there is nothing to drain: its deploy goes on and says so.
+        rc, out = lab.play("deploy.yml", "-l", "rep1")
+        lab.deploy_before_router = (rc, out)
+        # Then the whole fleet in its order (site.yml: the router first, then every server).
+        rc, out = lab.play("site.yml", "-e", '{"sglang_rollout_batches": ["100%"]}')
+        lab.site = (rc, out)
+        assert rc == 0, out
         yield lab
     finally:
         run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
@@ -153,6 +166,26 @@ def rollout(fleet, marker, *extra):
 
 
 EXPECTED_WORKERS = [f"http://{SUBNET}{11 + i}:30000" for i in range(len(REPLICAS))]
+
+
+def test_a_server_deployed_before_its_router_goes_on_and_joins_it_when_it_comes_up(fleet):
+    rc, out = fleet.deploy_before_router
+    assert rc == 0, out
+    flat = unflow(out)
+    assert "rep1: its router router is not up (" in flat, out
+    assert ("this host serves nothing: nothing to drain; it joins the router when the router comes up "
+            "(ansible-playbook router.yml -l router, or site.yml for the whole fleet, routers first)") in flat, out
+    assert "rep1: its router router is not up: it joins the router when the router comes up" in flat, out
+    assert recap(out, "rep1")["failed"] == 0 and recap(out, "rep1")["changed"] > 0
+    # site.yml on the half-deployed fleet: the router comes up with rep1 in it, rep2 gets its first
+    # deploy (the router takes it in from its --worker-urls once it generates, or the undrain puts it
+    # there), rep1 is in sync and stays routed.
+    rc, out = fleet.site
+    flat = unflow(out)
+    assert recap(out, "router")["failed"] == 0 and recap(out, "rep2")["changed"] > 0
+    assert "rep1: in sync with its last complete deploy" in flat, out
+    assert f"rep1: still in router router ({EXPECTED_WORKERS[0]})" in flat, out
+    assert re.search(rf"rep2: (still|back) in router router \({EXPECTED_WORKERS[1]}\)", flat), out
 
 
 def test_the_router_serves_through_both_replicas(fleet):
@@ -315,3 +348,34 @@ def test_the_router_requires_the_key_and_never_shows_it(fleet):
     assert "sglang::router" in out and f"{LAUNCHER} sglang_router.launch_router" in out, out  # the processes were read
     assert API_KEY not in out, out  # not in the unit, any of the router's argv, or its log
     assert not [p for p in fleet.reports.rglob("*") if p.is_file() and API_KEY in p.read_text(errors="replace")]
+
+
+def test_a_router_that_is_down_refuses_the_rollout_of_serving_replicas_before_any_change(fleet):
+    """A serving replica cannot be drained from a router that is down: refused, named, untouched."""
+    state = "systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/sglang.service"
+    before = {host: fleet.ssh(host, state) for host in REPLICAS}
+    fleet.ssh("router", "systemctl stop sglang-router")
+    try:
+        rc, out = rollout(fleet, "router-down")
+        flat = unflow(out)
+        assert rc == 2, out
+        for host in REPLICAS:
+            assert recap(out, host)["changed"] == 0 and recap(out, host)["failed"] == 1, out
+            assert (f"{host}: its router router is not up (http://127.0.0.1:{ROUTER_PORT}/workers: "
+                    "<urlopen error [Errno 111] Connection refused>)"
+                    f" while {host} serves (http://127.0.0.1:30000/health answered 200)") in flat, out
+            assert ("Nothing was changed. Bring the router up first (ansible-playbook router.yml -l router), "
+                    "then deploy again; or deploy without draining (-e sglang_router_host=).") in flat, out
+        assert {host: fleet.ssh(host, state) for host in REPLICAS} == before
+        assert API_KEY not in out
+    finally:
+        fleet.ssh("router", "systemctl start sglang-router")
+    wait_for(lambda: answers(workers) == EXPECTED_WORKERS, "the router is back with both replicas")
+
+
+def answers(call):
+    """call(), or None while the router does not answer (starting)."""
+    try:
+        return call()
+    except (OSError, urllib.error.URLError):
+        return None
