@@ -124,9 +124,20 @@ def test_hosts_that_no_sglang_wheel_fits_are_refused_with_the_reason():
         host_tags("3.11", "x86_64", "")
 
 
+def put_wheel(wheel, folder):
+    """Copy a wheel into a wheelhouse the way the module writes one: whole or not at all.
+
+    pytest-xdist runs these tests side by side on one wheelhouse; a plain copy truncates the wheel
+    that the other worker's module is reading ("Truncated file header").
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{wheel.name}.{os.getpid()}"
+    shutil.copyfile(wheel, partial)
+    os.replace(partial, folder / wheel.name)
+
+
 def wheelhouse(**params):
-    WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    shutil.copy(sglang_wheel("0.5.11"), WHEELHOUSE)  # the cp311 x86_64 wheel, there for every host
+    put_wheel(sglang_wheel("0.5.11"), WHEELHOUSE)  # the cp311 x86_64 wheel, there for every host
     return run_module({"version": "0.5.11", "dest": str(WHEELHOUSE), "profile": "light", **params},
                       module="sglang_wheelhouse", timeout=600)
 
