@@ -6,16 +6,23 @@ serves the API). `nnodes`, `node_rank` and `dist_init_addr` (SGLang's `--nnodes`
 24-25) are derived from it here, never typed per host.
 """
 
+import importlib.util
+import pathlib
+
 from ansible.errors import AnsibleFilterError
 from ansible.utils.helpers import pct_to_int
+
+# The inventory's arguments are merged in module_utils/sglang_args.py (controller plugins load the
+# project's module_utils from the file).
+_SPEC = importlib.util.spec_from_file_location(
+    "_sglang_fleet_args", pathlib.Path(__file__).resolve().parent.parent / "module_utils" / "sglang_args.py")
+sglang_args = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(sglang_args)
 
 DERIVED = ("nnodes", "node_rank", "dist_init_addr")
 
 
-def _args(hv):
-    common = hv.get("sglang_args_common") or {}
-    own = hv.get("sglang_args") or {}
-    return {**dict(common), **dict(own)}
+_args = sglang_args.inventory_args
 
 
 def _without_derived(args):
@@ -26,18 +33,17 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def sglang_multinode_plan(me, hostvars, groups, play_hosts_all, already_derived=False):
+def sglang_multinode_plan(me, hostvars, groups, play_hosts_all):
     """This host's place in its multi-node server, or why the group is refused.
 
     Returns {"problems": [...]} and, for a member of a group, "group", "members", "rank0",
-    "node_rank", "nnodes" and "args" (the derived flags to merge into sglang_args).
-    `already_derived`: this run derived the flags already (the typed-flags check is skipped).
+    "node_rank", "nnodes" and "args" (the derived flags, which the host model adds to its args).
     """
     mine = hostvars[me]
     args = _args(mine)
     problems = []
     typed = sorted(k for k in args if str(k).replace("-", "_") in DERIVED)
-    if typed and not already_derived:
+    if typed:
         problems.append(
             f"sglang_args sets {', '.join(typed)}: these are derived from the host's multi-node group "
             "(its hosts in inventory order: the first is rank 0; dist_init_addr is rank 0's address and "
@@ -133,7 +139,7 @@ def sglang_multinode_batches(batches, play_hosts_all, hostvars):
     """The rollout's batch sizes (deploy.yml's `serial`) widened so no multi-node group is split.
 
     `batches` is the user's list (ints and "N%", Ansible's serial); `play_hosts_all` the play's
-    hosts in order; `hostvars` gives each member's group (its _sglang_service_multinode, set in preflight). Batches are
+    hosts in order; `hostvars` gives each member's group (its host model's sglang_host.multinode). Batches are
     cut exactly as Ansible cuts them (PlaybookExecutor._get_serialized_batches, pct_to_int), and a
     batch that would end inside a group grows to the group's last host. Returns ints.
     """
@@ -142,7 +148,7 @@ def sglang_multinode_batches(batches, play_hosts_all, hostvars):
     if not batches:
         batches = [-1]
     hosts = list(play_hosts_all)
-    host_group = {h: ((hostvars[h].get("_sglang_service_multinode") or {}).get("group")) for h in hosts}
+    host_group = {h: (((hostvars[h].get("sglang_host") or {}).get("multinode") or {}).get("group")) for h in hosts}
     total = len(hosts)
     last = {}
     for i, h in enumerate(hosts):

@@ -16,13 +16,22 @@ host. What the real release does with them (SGLang 0.5.23):
   both sides move the KV cache with one `--disaggregation-transfer-backend` (default mooncake).
 """
 
+import importlib.util
+import pathlib
+
+# The inventory's arguments are merged in module_utils/sglang_args.py (controller plugins load the
+# project's module_utils from the file).
+_SPEC = importlib.util.spec_from_file_location(
+    "_sglang_fleet_args", pathlib.Path(__file__).resolve().parent.parent / "module_utils" / "sglang_args.py")
+sglang_args = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(sglang_args)
+
 DERIVED = ("disaggregation_mode", "disaggregation_bootstrap_port")
 DEFAULT_BOOTSTRAP_PORT = 8998  # 0.5.23 srt/arg_groups/fields/disagg.py:81-83
 DEFAULT_TRANSFER_BACKEND = "mooncake"  # 0.5.23 srt/arg_groups/fields/disagg.py:65-71
 
 
-def _args(hv):
-    return {**dict(hv.get("sglang_args_common") or {}), **dict(hv.get("sglang_args") or {})}
+_args = sglang_args.inventory_args
 
 
 def _dest(key):
@@ -97,18 +106,17 @@ def _same_on_both_sides(prefill_group, decode_group, members, hostvars):
     return problems
 
 
-def sglang_pd_plan(me, hostvars, groups, already_derived=False):
+def sglang_pd_plan(me, hostvars, groups):
     """This host's side of its PD pair, or why the pair is refused.
 
     Returns {"problems": [...]} and, for a host of a pair, "role" (prefill or decode), "prefill_group",
-    "decode_group", "bootstrap_port" and "args" (the derived flags to merge into sglang_args).
-    `already_derived`: this run derived the flags already (the typed-flags check is skipped).
+    "decode_group", "bootstrap_port" and "args" (the derived flags, which the host model adds to its args).
     """
     mine = hostvars[me]
     args = _args(mine)
     problems = []
     typed = sorted(str(k) for k in args if _dest(k) in DERIVED)
-    if typed and not already_derived:
+    if typed:
         problems.append(
             f"sglang_args sets {', '.join(typed)}: in a PD pair these are derived from the host's group (its "
             "--disaggregation-mode from being in the prefill or the decode group, the bootstrap port from "

@@ -23,7 +23,7 @@ description:
 options:
   venv: {description: The venv of this SGLang version (C(<sglang_env_root>/sglang-<version>)), type: path, required: true}
   version: {description: The sglang_version the venv must hold ("" to accept any)., type: str, default: ""}
-  args: {description: The host's SGLang arguments as a mapping (sglang_args_common + sglang_args)., type: dict, required: true}
+  args: {description: The host's SGLang arguments as a mapping (the host model's sglang_host.args)., type: dict, required: true}
   hardware: {description: GPU facts (ansible_facts.sglang_gpu from gpu_facts)., type: dict, default: {}}
   expect: {description: Expected settings (sglang_expect)., type: dict, default: {}}
   assertions:
@@ -50,7 +50,7 @@ EXAMPLES = r"""
   sglang_audit:
     venv: /opt/ml-env/sglang-0.5.11
     version: "0.5.11"
-    args: "{{ sglang_args_common | combine(sglang_args) }}"
+    args: "{{ sglang_host.args }}"
     hardware: "{{ ansible_facts.sglang_gpu }}"
     expect: {speculative_num_steps: 3, cuda_graph: "on"}
     assertions:

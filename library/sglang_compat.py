@@ -30,7 +30,7 @@ options:
   retries: {description: Resolution attempts., type: int, default: 3}
   index_url: {description: The package index (PyPI)., type: str, default: "https://pypi.org"}
   gpu: {description: The host's GPU facts (ansible_facts.sglang_gpu from gpu_facts)., type: dict, default: {}}
-  args: {description: The SGLang arguments (sglang_args_common combined with sglang_args)., type: dict, default: {}}
+  args: {description: The SGLang arguments (the host model's sglang_host.args)., type: dict, default: {}}
   host_facts: {description: "C(host_facts) of sglang_host_check (disk, RAM, model).", type: dict, default: {}}
   driver_table: {description: YAML file of CUDA version -> minimum driver., type: path, required: true}
   kernel_table: {description: YAML file of the kernels' SM targets (may not exist yet)., type: path, required: true}
@@ -48,7 +48,7 @@ EXAMPLES = r"""
     python_version: "3.11"
     glibc: "2.36"
     gpu: "{{ ansible_facts.sglang_gpu }}"
-    args: "{{ sglang_args_common | combine(sglang_args) }}"
+    args: "{{ sglang_host.args }}"
     host_facts: "{{ __host.host_facts }}"
     driver_table: "{{ role_path }}/files/cuda_min_driver.yml"
     kernel_table: "{{ role_path }}/files/kernel_sm_targets.yml"

@@ -22,7 +22,7 @@ options:
   env_root: {description: "Folder of the venvs, holding the C(current) link (\"\" to skip).", type: path, default: ""}
   lock_file: {description: The ml_env lock the venv's marker must match ("" to skip)., type: path, default: ""}
   entrypoint: {description: What the launcher starts (sglang_service_entrypoint); required without O(fleet)., type: str}
-  args: {description: The desired SGLang arguments as a mapping (sglang_args_common + sglang_args); required without O(fleet)., type: dict}
+  args: {description: The desired SGLang arguments as a mapping (the host model's sglang_host.args); required without O(fleet)., type: dict}
   service: {description: systemd unit name., type: str, default: sglang}
   unit_file: {description: The unit file on disk., type: path, default: /etc/systemd/system/sglang.service}
   launcher: {description: The launcher the unit runs., type: path, default: /usr/local/lib/sglang-fleet/sglang_launch.py}
@@ -45,7 +45,7 @@ EXAMPLES = r"""
     env_root: /opt/ml-env
     lock_file: /opt/ml-env/locks/sglang-0.5.11-full.txt
     entrypoint: sglang.launch_server
-    args: "{{ sglang_args_common | combine(sglang_args) }}"
+    args: "{{ sglang_host.args }}"
     server_url: http://127.0.0.1:30000
   register: drift
 

@@ -21,7 +21,7 @@ description:
 options:
   bench: {description: "sglang_bench results (the result of each run), one per concurrency level; one at concurrency 1.", type: list, elements: dict, required: true}
   version: {description: The SGLang version the host runs., type: str, required: true}
-  args: {description: The host's SGLang arguments (sglang_args_common + sglang_args)., type: dict, required: true}
+  args: {description: The host's SGLang arguments (the host model's sglang_host.args)., type: dict, required: true}
   gpu: {description: GPU facts (ansible_facts.sglang_gpu)., type: dict, default: {}}
   weight_bytes: {description: "Model weight bytes read per decode pass (0 = unknown, no roofline).", type: int, default: 0}
   min_decode_tok_s: {description: Floor for single-stream decode tok/s (0 = none)., type: float, default: 0}
@@ -40,7 +40,7 @@ EXAMPLES = r"""
   sglang_verify_gates:
     bench: "{{ __sglang_verify_bench.results | map(attribute='result') | list }}"
     version: "0.5.11"
-    args: "{{ sglang_args_common | combine(sglang_args) }}"
+    args: "{{ sglang_host.args }}"
     gpu: "{{ ansible_facts.sglang_gpu }}"
     weight_bytes: 27000000000
     min_decode_tok_s: 50

@@ -64,6 +64,13 @@ class ArgsError(ValueError):
     """A value in the host's SGLang arguments cannot be turned into argv."""
 
 
+def inventory_args(host_vars):
+    """A host's SGLang arguments as the inventory declares them: the fleet's sglang_args_common with the
+    host's sglang_args over it. The one merge of the two (the host model, filter_plugins/sglang_host.py,
+    and the plugins that read other hosts' arguments call it)."""
+    return {**dict(host_vars.get("sglang_args_common") or {}), **dict(host_vars.get("sglang_args") or {})}
+
+
 def flag_name(key):
     """`tp_size` -> `--tp-size` (argparse dests use underscores, flags use dashes)."""
     return "--" + key.replace("_", "-")

@@ -335,7 +335,7 @@ def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *,
                  assertions: list | None = None) -> dict:
     """The static report (a JSON-able dict) for one host; ``report["failures"]`` lists what fails.
 
-    ``args`` is the inventory mapping (sglang_args_common + sglang_args); it goes through the same
+    ``args`` is the host model's mapping (sglang_host.args); it goes through the same
     mapping as the unit (sglang_argv), the release's parser and ``normalise_argv``.
     ``assertions`` (sglang_source_assertions) are evaluated over the installed package folder
     (``source_path``); each one that fails or cannot be checked fails the report like an unmet

@@ -26,7 +26,7 @@ MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py"))
 # from this list when it gets documentation: it is then checked like a module.
 FILTERS_WITHOUT_DOCS = [
     "env_file_line", "sglang_args_problems", "sglang_argv", "sglang_expect_problems", "sglang_is_loopback",
-    "sglang_local_url",
+    "sglang_host_model", "sglang_local_url",
     "sglang_multinode_batches", "sglang_multinode_gpu_problems", "sglang_multinode_plan", "sglang_multinode_without",
     "sglang_pd_plan", "sglang_redact", "sglang_release_lines", "sglang_same_machine", "sglang_unit_lines",
     "sglang_unit_value_problems", "systemd_quote", "unknown_role_vars", "unknown_vars",

@@ -30,8 +30,8 @@ def fleet(**over):
     return hv, groups
 
 
-def plan(me, hv, groups, play=None, derived=False):
-    return mn.sglang_multinode_plan(me, hv, groups, play or list(hv), derived)
+def plan(me, hv, groups, play=None):
+    return mn.sglang_multinode_plan(me, hv, groups, play or list(hv))
 
 
 def test_flags_derived_from_the_group_order_and_rank0_address():
@@ -64,9 +64,8 @@ def test_typed_derived_flags_refused_on_any_host(key):
     hv, groups = fleet(solo={"sglang_args": {"model_path": "/m", key: 1}})
     problems = plan("solo", hv, groups)["problems"]
     assert len(problems) == 1 and f"sglang_args sets {key}" in problems[0] and "sglang_multinode_group" in problems[0]
-    # once this run derived them (the second preflight of a run), they are its own
+    # typed on a node of a group too (the host model adds them to its args, never to sglang_args)
     hv["big0"]["sglang_args"] = {**ARGS, "nnodes": 2, "node_rank": 0, "dist_init_addr": "10.0.0.10:20000"}
-    assert plan("big0", hv, groups, derived=True)["problems"] == []
     assert "sglang_args sets dist_init_addr, nnodes, node_rank" in plan("big0", hv, groups)["problems"][0]
 
 
@@ -141,7 +140,7 @@ def ansible_batches(serial, hosts):
 
 
 def members(hosts, groups):
-    return {h: {"_sglang_service_multinode": {"group": g}} for g, ms in groups.items() for h in ms} | \
+    return {h: {"sglang_host": {"multinode": {"group": g}}} for g, ms in groups.items() for h in ms} | \
         {h: {} for h in hosts if not any(h in ms for ms in groups.values())}
 
 

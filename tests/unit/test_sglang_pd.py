@@ -59,9 +59,6 @@ def test_typed_derived_flags_are_refused_with_the_reason():
     assert "a decode server binds nothing on it, it only falls back to it for a request without bootstrap_port" in msg
     hv, groups = fleet(solo={"sglang_args": {"model_path": "/m", "disaggregation_mode": "prefill"}})
     assert pd.sglang_pd_plan("solo", hv, groups)["problems"][0].startswith("sglang_args sets disaggregation_mode:")
-    # once derived in this run (set_fact), the derived flags are no longer "typed"
-    hv, groups = fleet(p1={"sglang_args": {"model_path": "/m", "disaggregation_mode": "prefill"}})
-    assert pd.sglang_pd_plan("p1", hv, groups, already_derived=True)["problems"] == []
 
 
 def test_a_host_in_both_groups_is_refused():

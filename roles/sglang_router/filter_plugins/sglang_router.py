@@ -25,11 +25,11 @@ PD_DERIVED = ("pd_disaggregation", "prefill", "decode", "prefill_urls", "decode_
 
 def worker_url(hostvars, name):
     """`sglang_router_worker_url` of the host if set, else http://<ansible_host>:<its SGLang port>
-    (sglang_args_common + sglang_args, as sglang_service renders them; SGLang's default 30000)."""
+    (the inventory's arguments, as sglang_service renders them; SGLang's default 30000)."""
     v = hostvars[name]
     if v.get("sglang_router_worker_url"):
         return str(v["sglang_router_worker_url"])
-    args = {**(v.get("sglang_args_common") or {}), **(v.get("sglang_args") or {})}
+    args = sglang_args.inventory_args(v)
     return f"http://{v.get('ansible_host') or name}:{args.get('port') or 30000}"
 
 

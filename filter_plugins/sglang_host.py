@@ -1,0 +1,69 @@
+"""The host model: one SGLang server's desired state, computed from the inventory alone (no I/O).
+
+playbooks/prelude.yml sets it once per host, as `sglang_host`, before every playbook's own plays, and
+the roles take their inputs from it (sglang_service_args, sglang_audit_args, ... default to
+sglang_host.args). It is the one place where the inventory's arguments are merged (the fleet's
+sglang_args_common, the host's sglang_args over it) and where the flags a multi-node server or a PD
+pair derives are added to them: no play rewrites an inventory variable with set_fact.
+
+    name            the inventory name
+    version         sglang_version
+    inventory_args  the arguments as the inventory types them (the merge)
+    args            inventory_args with the derived flags (what the server runs with)
+    argv            args as SGLang's command line (None when a value cannot be one: the checks say why)
+    url             where the server answers on the host itself
+    multinode       the node's place in its multi-node server (filter_plugins/sglang_multinode.py:
+                    group, members, rank0, node_rank, nnodes, args); {} for a server of one host
+    pd              the server's side of its PD pair (filter_plugins/sglang_pd.py: role, prefill_group,
+                    decode_group, bootstrap_port, args); {} outside a pair
+    problems        what is wrong with its multi-node group or PD pair (the prelude refuses the host)
+    serves_api      false on the ranks of a multi-node server other than 0 (they serve health alone)
+"""
+
+import importlib.util
+import pathlib
+
+_HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sglang_args = _load("_sglang_fleet_args", _HERE.parent / "module_utils" / "sglang_args.py")
+multinode = _load("_sglang_fleet_multinode", _HERE / "sglang_multinode.py")
+pd = _load("_sglang_fleet_pd", _HERE / "sglang_pd.py")
+
+
+def sglang_host_model(me, hostvars, groups, play_hosts_all):
+    """`me`'s host model (see the module's docstring); `play_hosts_all`: the play's hosts, for the
+    multi-node check that every node of a server is in the play."""
+    hv = hostvars[me]
+    inventory_args = sglang_args.inventory_args(hv)
+    node = multinode.sglang_multinode_plan(me, hostvars, groups, play_hosts_all)
+    side = pd.sglang_pd_plan(me, hostvars, groups)
+    args = {**inventory_args, **node.get("args", {}), **side.get("args", {})}
+    try:
+        argv = sglang_args.to_argv(args)
+    except sglang_args.ArgsError:
+        argv = None  # a value no command line can hold: sglang_service's checks refuse it, with its name
+    return {
+        "name": me,
+        "version": hv.get("sglang_version"),
+        "inventory_args": inventory_args,
+        "args": args,
+        "argv": argv,
+        "url": sglang_args.local_url(args),
+        "multinode": node if node.get("group") else {},
+        "pd": side if side.get("role") else {},
+        "problems": node["problems"] + side["problems"],
+        "serves_api": node.get("node_rank", 0) == 0,
+    }
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_host_model": sglang_host_model}

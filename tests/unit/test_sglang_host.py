@@ -1,0 +1,91 @@
+"""filter_plugins/sglang_host.py: the host model every playbook computes once per server
+(playbooks/prelude.yml), and the one merge of the inventory's arguments behind it."""
+import importlib.util
+import pathlib
+import re
+import subprocess
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("sglang_host", REPO / "filter_plugins" / "sglang_host.py")
+host = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(host)
+
+COMMON = {"mem_fraction_static": 0.85, "port": 30000}
+# Code that reads sglang_args_common to merge it: Jinja's combine, or a Python mapping's get.
+MERGE = re.compile(r"sglang_args_common[^\n]*combine|get\([\"']sglang_args_common")
+
+
+def fleet():
+    """solo (one host), a multi-node server big0 + big1, a PD pair p1 (prefill) / d1 (decode)."""
+    big = {"sglang_version": "0.5.18", "sglang_args_common": COMMON, "sglang_multinode_group": "big",
+           "sglang_args": {"model_path": "/models/big", "tp_size": 16}}
+    pair = {"sglang_version": "0.5.23", "sglang_args_common": COMMON, "sglang_pd_prefill_group": "pre",
+            "sglang_pd_decode_group": "dec", "sglang_args": {"model_path": "/models/pd"}}
+    hv = {"solo": {"sglang_version": "0.5.11", "sglang_args_common": COMMON, "ansible_host": "10.0.0.9",
+                   "sglang_args": {"model_path": "/models/solo", "mem_fraction_static": 0.9, "host": "0.0.0.0",
+                                   "port": 31000}},
+          "big0": {**big, "ansible_host": "10.0.0.10"}, "big1": {**big, "ansible_host": "10.0.0.11"},
+          "p1": {**pair, "ansible_host": "10.0.0.21"}, "d1": {**pair, "ansible_host": "10.0.0.22"}}
+    groups = {"all": list(hv), "sglang_servers": list(hv), "big": ["big0", "big1"], "pre": ["p1"], "dec": ["d1"]}
+    return hv, groups
+
+
+def model(me, hv=None, groups=None):
+    if hv is None:
+        hv, groups = fleet()
+    return host.sglang_host_model(me, hv, groups, list(hv))
+
+
+def test_a_single_host_merges_the_fleet_s_args_under_its_own():
+    m = model("solo")
+    assert m["inventory_args"] == m["args"] == {"mem_fraction_static": 0.9, "port": 31000,
+                                                "model_path": "/models/solo", "host": "0.0.0.0"}
+    assert m["argv"][:2] == ["--model-path", "/models/solo"] and "--mem-fraction-static" in m["argv"]
+    assert m["url"] == "http://127.0.0.1:31000"  # a wildcard bind reached through loopback
+    assert (m["version"], m["multinode"], m["pd"], m["problems"], m["serves_api"]) == ("0.5.11", {}, {}, [], True)
+
+
+def test_a_multi_node_server_s_nodes_get_their_derived_flags_in_args_not_in_the_inventory():
+    hv, groups = fleet()
+    rank0, rank1 = model("big0", hv, groups), model("big1", hv, groups)
+    assert rank1["args"] == {**COMMON, "model_path": "/models/big", "tp_size": 16,
+                             "nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.0.10:20000"}
+    assert "nnodes" not in rank1["inventory_args"] and "nnodes" not in hv["big1"]["sglang_args"]
+    flags = dict(zip(rank1["argv"][::2], rank1["argv"][1::2]))
+    assert (flags["--nnodes"], flags["--node-rank"], flags["--dist-init-addr"]) == ("2", "1", "10.0.0.10:20000")
+    assert (rank0["serves_api"], rank1["serves_api"]) == (True, False)
+    assert rank1["multinode"]["rank0"] == "big0" and rank1["multinode"]["members"] == ["big0", "big1"]
+
+
+def test_a_pd_pair_s_sides_get_their_mode_and_bootstrap_port():
+    hv, groups = fleet()
+    prefill, decode = model("p1", hv, groups), model("d1", hv, groups)
+    assert (prefill["args"]["disaggregation_mode"], decode["args"]["disaggregation_mode"]) == ("prefill", "decode")
+    assert prefill["args"]["disaggregation_bootstrap_port"] == decode["args"]["disaggregation_bootstrap_port"] == 8998
+    assert (prefill["pd"]["role"], decode["pd"]["role"], prefill["problems"]) == ("prefill", "decode", [])
+
+
+def test_a_bad_declaration_is_in_problems_for_the_prelude_to_refuse():
+    hv, groups = fleet()
+    hv["solo"]["sglang_args"] = {"model_path": "/m", "node_rank": 1, "disaggregation_mode": "prefill"}
+    problems = model("solo", hv, groups)["problems"]
+    assert [p.split(":")[0] for p in problems] == ["sglang_args sets node_rank", "sglang_args sets disaggregation_mode"]
+    # a node outside the play: the whole server must be in it
+    assert "has nodes outside this play: big1 (rank 1)" in host.sglang_host_model("big0", hv, groups, ["big0"])["problems"][0]
+
+
+def test_a_value_no_command_line_can_hold_leaves_argv_empty_for_the_checks_to_name():
+    hv, groups = fleet()
+    hv["solo"]["sglang_args"] = {"model_path": "/m", "served_model_name": "a\nb"}
+    m = model("solo", hv, groups)
+    assert m["argv"] is None and m["args"]["served_model_name"] == "a\nb"
+
+
+def test_only_module_utils_sglang_args_merges_the_inventory_s_args():
+    """The host model's promise: one merge. Any other code naming sglang_args_common merges it again."""
+    files = subprocess.run(["git", "ls-files", "*.py", "*.yml", "*.j2"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    merging = sorted(f for f in files if (REPO / f).is_file() and not f.startswith(("tests/", "inventories/", "group_vars/", "molecule/"))
+                     and not f.endswith("argument_specs.yml")
+                     and MERGE.search((REPO / f).read_text()))
+    assert merging == ["module_utils/sglang_args.py"]
