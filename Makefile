@@ -12,7 +12,7 @@ REPORT_HTML ?= reports/fleet-report.html
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit lab-test molecule llama-server venv audit verify releases report sweep lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy lock clean
 
 help: ## List the targets
@@ -76,6 +76,12 @@ report: venv ## The fleet's latest release, audit, verify and drift results as o
 
 sweep: venv ## The source reader vs the real parser of every SGLang release on PyPI -> docs/release-sweep.md
 	nice -n 10 $(PY) scripts/release_sweep.py
+
+docs: venv ## Regenerate docs/variables.md's tables from each role's meta/argument_specs.yml
+	$(PY) scripts/variables_doc.py
+
+docs-check: venv ## docs/variables.md's tables are current
+	$(PY) scripts/variables_doc.py --check
 
 lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/yamllint --strict .
