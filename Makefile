@@ -80,8 +80,9 @@ sweep: venv ## The source reader vs the real parser of every SGLang release on P
 docs: venv ## Regenerate docs/variables.md's tables from each role's meta/argument_specs.yml
 	$(PY) scripts/variables_doc.py
 
-docs-check: venv ## docs/variables.md's tables are current
+docs-check: venv ## docs/variables.md is current, every relative markdown link resolves
 	$(PY) scripts/variables_doc.py --check
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_doc_links.py tests/unit/test_role_contracts.py
 
 lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/yamllint --strict .
