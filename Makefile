@@ -80,7 +80,7 @@ sweep: venv ## The source reader vs the real parser of every SGLang release on P
 docs: venv ## Regenerate docs/variables.md's tables from each role's meta/argument_specs.yml
 	$(PY) scripts/variables_doc.py
 
-docs-check: venv ## docs/variables.md is current, every relative markdown link resolves
+docs-check: venv ## docs/variables.md is current, every relative markdown link resolves, role READMEs share one skeleton
 	$(PY) scripts/variables_doc.py --check
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_doc_links.py tests/unit/test_role_contracts.py
 

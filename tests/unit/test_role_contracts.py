@@ -1,4 +1,4 @@
-"""Each role's defaults, argument specs and README tables agree."""
+"""Each role's defaults, argument specs and README tables agree, and its README has the one skeleton."""
 
 import pathlib
 import subprocess
@@ -31,3 +31,37 @@ def test_readme_variable_tables_are_current():
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "variables_doc.py"), "--check"],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+README_SECTIONS = ["Inputs", "Outputs", "Tasks files", "Example", "Notes"]
+
+
+def readme_outline(text):
+    """(title, the paragraph under it, [(## heading, its text)]) of a README, code blocks skipped."""
+    title, lead, sections, fenced = None, [], [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("# ") and title is None:
+            title = line[2:]
+        elif not fenced and line.startswith("## "):
+            sections.append((line[3:], []))
+        elif sections:
+            sections[-1][1].append(line)
+        elif title is not None:
+            lead.append(line)
+    paragraph = [line for line in lead if line.strip()]
+    return title, paragraph, [(name, "\n".join(body)) for name, body in sections]
+
+
+@pytest.mark.parametrize("role", sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()),
+                         ids=lambda p: p.name)
+def test_every_role_readme_has_the_one_skeleton_and_names_its_tasks_files(role):
+    title, purpose, sections = readme_outline((role / "README.md").read_text())
+    assert title == role.name
+    assert len(purpose) == 1, "one line of purpose under the title"
+    assert [name for name, _ in sections] == README_SECTIONS
+    tasks_files = dict(sections)["Tasks files"]
+    unnamed = [p.name for p in sorted((role / "tasks").glob("*.yml"))
+               if f"`{p.name}`" not in tasks_files and f"`{p.stem}`" not in tasks_files]
+    assert unnamed == [], "every tasks file is named in the README's Tasks files section"
