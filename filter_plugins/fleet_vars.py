@@ -26,11 +26,13 @@ def unknown_vars(present, known, prefix):
 
 
 def unknown_role_vars(present, role_path):
-    """unknown_vars for the role at `role_path`: its `<role>_*` names among `present` that the options
-    of its meta/argument_specs.yml (entry point main) do not know. Used by
+    """unknown_vars for the role at `role_path`: its `<role>_*` names among `present` that its
+    meta/argument_specs.yml knows neither as an input (entry point main) nor as one of the facts it
+    sets for others (entry point outputs, which no tasks file runs). Used by
     roles/sglang_common/tasks/check_vars.yml and by action_plugins/sglang_drift.py."""
     with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
-        known = list(yaml.safe_load(fh)["argument_specs"]["main"]["options"])
+        specs = yaml.safe_load(fh)["argument_specs"]
+    known = [*specs["main"]["options"], *(specs.get("outputs") or {}).get("options", {})]
     return unknown_vars(list(present), known, f"{os.path.basename(os.path.normpath(role_path))}_")
 
 

@@ -38,7 +38,7 @@ def sglang_same_machine(hosts, hostvars, me):
     in sync with its last deploy (which skips that preflight) in sglang_release's in-sync comparison."""
     def machine(host):
         hv = hostvars[host]
-        return hv.get("_sglang_service_machine_id") or (hv.get("_sglang_release_in_sync") or {}).get("machine_id") or ""
+        return hv.get("sglang_service_machine_id") or (hv.get("sglang_release_in_sync") or {}).get("machine_id") or ""
     mine = machine(me)
     return [h for h in hosts if h != me and mine and machine(h) == mine]
 

@@ -8,6 +8,8 @@ pair derives are added to them: no play rewrites an inventory variable with set_
 
     name            the inventory name
     version         sglang_version
+    env_root        the folder of the host's SGLang venvs (ml_env_root, else sglang_env_root)
+    venv            the venv of `version` (ml_env builds it) and venv_marker, the lock ml_env leaves in it
     inventory_args  the arguments as the inventory types them (the merge)
     args            inventory_args with the derived flags (what the server runs with)
     argv            args as SGLang's command line (None when a value cannot be one: the checks say why)
@@ -33,6 +35,9 @@ def _load(name, path):
     return module
 
 
+# What ml_env writes into a venv it finished (roles/ml_env/vars/main.yml writes the same name).
+VENV_MARKER = ".sglang-fleet-lock.txt"
+
 sglang_args = _load("_sglang_fleet_args", _HERE.parent / "module_utils" / "sglang_args.py")
 multinode = _load("_sglang_fleet_multinode", _HERE / "sglang_multinode.py")
 pd = _load("_sglang_fleet_pd", _HERE / "sglang_pd.py")
@@ -50,9 +55,14 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
         argv = sglang_args.to_argv(args)
     except sglang_args.ArgsError:
         argv = None  # a value no command line can hold: sglang_service's checks refuse it, with its name
+    env_root = hv.get("ml_env_root") or hv.get("sglang_env_root")
+    venv = f"{env_root}/sglang-{hv.get('sglang_version')}"
     return {
         "name": me,
         "version": hv.get("sglang_version"),
+        "env_root": env_root,
+        "venv": venv,
+        "venv_marker": f"{venv}/{VENV_MARKER}",
         "inventory_args": inventory_args,
         "args": args,
         "argv": argv,

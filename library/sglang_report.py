@@ -24,7 +24,7 @@ EXAMPLES = r"""
     dir: "reports/{{ inventory_hostname }}"
     kind: audit
     stamp: "{{ now(utc=true, fmt='%Y%m%dT%H%M%SZ') }}"
-    report: "{{ __sglang_audit.report }}"
+    report: "{{ audit_result.report }}"
 """
 
 RETURN = r"""

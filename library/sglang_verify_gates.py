@@ -38,7 +38,7 @@ options:
 EXAMPLES = r"""
 - name: Gate the benchmark
   sglang_verify_gates:
-    bench: "{{ __sglang_verify_bench.results | map(attribute='result') | list }}"
+    bench: "{{ bench_runs.results | map(attribute='result') | list }}"
     version: "0.5.11"
     args: "{{ sglang_host.args }}"
     gpu: "{{ ansible_facts.sglang_gpu }}"

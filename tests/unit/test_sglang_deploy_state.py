@@ -136,9 +136,9 @@ def test_a_host_in_sync_is_still_compared_with_the_others_for_two_names_of_one_m
     spec = importlib.util.spec_from_file_location("args_filters", REPO / "filter_plugins" / "sglang_args.py")
     filters = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(filters)
-    hostvars = {"ct129": {"_sglang_release_in_sync": {"in_sync": True, "machine_id": "machine-id a"}},
-                "ct129-alias": {"_sglang_service_machine_id": "machine-id a"},
-                "h200x1": {"_sglang_service_machine_id": "machine-id b"}}
+    hostvars = {"ct129": {"sglang_release_in_sync": {"in_sync": True, "machine_id": "machine-id a"}},
+                "ct129-alias": {"sglang_service_machine_id": "machine-id a"},
+                "h200x1": {"sglang_service_machine_id": "machine-id b"}}
     hosts = list(hostvars)
     assert filters.sglang_same_machine(hosts, hostvars, "ct129-alias") == ["ct129"]
     assert filters.sglang_same_machine(hosts, hostvars, "ct129") == ["ct129-alias"]
