@@ -74,6 +74,7 @@ from ansible.module_utils.sglang_host_check import (
     port_problem,
     python_facts,
 )
+from ansible.module_utils.sglang_observe import systemd_show
 
 
 def main():
@@ -111,8 +112,7 @@ def main():
             pass
     inodes = listening_inodes(p["port"], tables)
     if inodes:
-        rc, out, _err = module.run_command(["systemctl", "show", "-p", "MainPID", p["service"]], check_rc=False)
-        main_pid = out.strip().partition("=")[2] if rc == 0 else ""
+        main_pid = systemd_show(p["service"], ("MainPID",), module.run_command)[0].get("MainPID", "")
         problem = port_problem(p["host"], p["port"], p["service"], descendants(main_pid), port_owners(inodes))
         if problem:
             problems.append(problem)

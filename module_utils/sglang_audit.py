@@ -32,6 +32,7 @@ from ansible.module_utils.sglang_assertions import evaluate as evaluate_assertio
 from ansible.module_utils.sglang_assertions import failure_message as assertion_failure
 from ansible.module_utils.sglang_assertions import result_lines as assertion_lines
 from ansible.module_utils.sglang_assertions import validate as validate_assertions
+from ansible.module_utils.sglang_observe import get_json
 from ansible.module_utils.sglang_source import (
     Finding,
     Runtime,
@@ -410,20 +411,12 @@ def _expectation_lines(checks, host) -> list[str]:
 # Runtime: the running server's resolved settings
 # --------------------------------------------------------------------------------------
 
-def _get_json(url: str, api_key: str, timeout: float):
-    req = urllib.request.Request(url, headers={"Accept": "application/json"})
-    if api_key:
-        req.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (http to the host itself)
-        return json.loads(resp.read().decode("utf-8"))
-
-
 def _first(base: str, paths, api_key: str, timeout: float):
     """(path, json) of the first endpoint that exists (404 -> the next name)."""
     last = None
     for path in paths:
         try:
-            return path, _get_json(base + path, api_key, timeout)
+            return path, get_json(base + path, api_key, timeout)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 last = exc

@@ -17,10 +17,8 @@ import json
 import os
 import pwd
 import stat
-import subprocess
-import urllib.error
-import urllib.request
 
+from ansible.module_utils.sglang_observe import http_status, systemd_show
 from ansible.module_utils.sglang_release import _write_atomic, restart_pending
 
 RECORD = "deployed.json"
@@ -117,18 +115,9 @@ def file_differences(saved):
     return found
 
 
-def _systemctl_show(service, props):
-    try:
-        out = subprocess.run(["systemctl", "show", "-p", ",".join(props), service], capture_output=True,
-                             text=True, check=False, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-
 def service_problems(service, files):
     """Why the service is not as a complete deploy leaves it: enabled, active, nothing pending."""
-    shown = _systemctl_show(service, ["ActiveState", "UnitFileState", "NeedDaemonReload", "MainPID"])
+    shown, _error = systemd_show(service, ("ActiveState", "UnitFileState", "NeedDaemonReload", "MainPID"))
     found = []
     if shown.get("ActiveState") != "active":
         found.append(f"{service} is {shown.get('ActiveState') or 'unknown'}, not active")
@@ -144,14 +133,9 @@ def service_problems(service, files):
 
 def health_problem(url, api_key="", timeout=30):
     """"" when GET `url` (/health_generate: the server generates one token) answers 200."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
-            code = resp.status
-    except urllib.error.HTTPError as exc:
-        code = exc.code
-    except (OSError, ValueError) as exc:
-        return f"{url} did not answer ({exc.__class__.__name__})"
+    code, why = http_status(url, api_key, timeout)
+    if code is None:
+        return f"{url} did not answer ({why})"
     return "" if code == 200 else f"{url} answered {code}, not 200"
 
 

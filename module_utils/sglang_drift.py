@@ -26,6 +26,7 @@ import re
 
 from ansible.module_utils.sglang_args import REDACTED, SECRET_FIELDS, ArgsError, redact_argv, to_argv
 from ansible.module_utils.sglang_audit import AuditError, _same, _show, find_installed, read_server
+from ansible.module_utils.sglang_observe import read_cmdline, read_service
 from ansible.module_utils.sglang_source import UnknownLayout, normalise_argv
 from ansible.module_utils.sglang_source_cache import load_source
 
@@ -39,26 +40,6 @@ class DriftError(Exception):
 # --------------------------------------------------------------------------------------
 # Parsing what the host shows
 # --------------------------------------------------------------------------------------
-
-def parse_show(text: str) -> dict:
-    """``systemctl show -p A -p B`` output (``A=x`` lines) -> {A: x}."""
-    out = {}
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
-def parse_cmdline(raw) -> list[str]:
-    """/proc/<pid>/cmdline (NUL-separated bytes or str) -> argv."""
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", errors="replace")
-    words = raw.split("\0")
-    if words and words[-1] == "":
-        words.pop()
-    return words
-
 
 def redact_settings(settings: dict) -> dict:
     return {k: (REDACTED if k in SECRET_FIELDS and v is not None else v) for k, v in settings.items()}
@@ -323,30 +304,6 @@ def read_installed(venv: str, version: str, lock_file: str, env_root: str) -> tu
     else:
         info["marker"] = "present (no lock file to compare)"
     return src, info
-
-
-def read_service(run, name: str, unit_file: str) -> dict:
-    """``systemctl show`` (no ``--value``: the lab's stand-in lacks it) + the unit file."""
-    rc, out, err = run(["systemctl", "show", name, "-p", "ActiveState", "-p", "MainPID", "-p", "UnitFileState"])
-    props = parse_show(out) if rc == 0 else {}
-    try:
-        pid = int(props.get("MainPID") or 0)
-    except ValueError:
-        pid = 0
-    state = props.get("UnitFileState", "")
-    return {"installed": os.path.isfile(unit_file), "unit_file_state": state,
-            "active_state": props.get("ActiveState", ""), "main_pid": pid,
-            "systemctl_error": None if rc == 0 else (err or out).strip()[:500]}
-
-
-def read_cmdline(pid: int, proc: str = "/proc") -> list[str] | None:
-    if not pid:
-        return None
-    try:
-        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as fh:
-            return parse_cmdline(fh.read()) or None
-    except OSError:
-        return None
 
 
 def observe(desired: dict, run, *, server_url: str = "", api_key: str = "", timeout: float = 10.0,

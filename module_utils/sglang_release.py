@@ -25,6 +25,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.sglang_args import fingerprint
+from ansible.module_utils.sglang_observe import process_start, systemd_show
 
 RELEASES = "releases"
 CURRENT = "current"
@@ -265,27 +266,12 @@ def prune(state_dir, keep, env_root="", protect=()):
 def running_since(service, main_pid=None):
     """(main pid, start time in seconds since the epoch) of a systemd service, (0, None) when down.
     `main_pid`: its MainPID as the caller already read it (systemctl show), else read here."""
-    import subprocess  # noqa: PLC0415 (only this function needs it)
-
     if main_pid is None:
-        try:
-            out = subprocess.run(["systemctl", "show", "-p", "MainPID", service], capture_output=True, text=True,
-                                 check=False, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            return 0, None
-        match = re.search(r"MainPID=(\d+)", out)
-        main_pid = match.group(1) if match else 0
+        main_pid = systemd_show(service, ("MainPID",))[0].get("MainPID", "0")
     pid = int(main_pid) if str(main_pid).isdigit() else 0
     if pid <= 0:
         return 0, None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat", encoding="utf-8") as fh:
-            boot = int(next(line.split()[1] for line in fh if line.startswith("btime ")))
-        return pid, boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return pid, None
+    return pid, process_start(pid)
 
 
 def restart_pending(service, files, main_pid=None):

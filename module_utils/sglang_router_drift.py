@@ -25,20 +25,13 @@ them unchanged. Secret fields (api_key, oracle_password, control_plane_api_keys)
 compared and appear as ``<redacted>``. Stdlib only.
 """
 
-import json
 import os
 import urllib.error
 import urllib.request
 
 from ansible.module_utils.sglang_args import REDACTED, ROUTER_SECRET_FIELDS
-from ansible.module_utils.sglang_drift import (
-    item_line,
-    read_cmdline,
-    read_service,
-    split_launch,
-    summary_line,
-    unit_exec_start,
-)
+from ansible.module_utils.sglang_drift import item_line, split_launch, summary_line, unit_exec_start
+from ansible.module_utils.sglang_observe import get_json, process_start, read_cmdline, read_service
 
 ENTRYPOINT = "sglang_router.launch_router"
 SECRET_FLAGS = frozenset("--" + f.replace("_", "-") for f in ROUTER_SECRET_FIELDS)
@@ -66,29 +59,14 @@ def _item(what, desired, actual, fix):
 
 def read_workers(api_url, timeout=10.0, api_key=None):
     """The router's live workers ({url, id, is_healthy}) or an error string."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(api_url.rstrip("/") + "/workers", headers=headers),
-                                    timeout=timeout) as resp:
-            data = json.loads(resp.read().decode("utf-8", errors="replace"))
+        data = get_json(api_url.rstrip("/") + "/workers", api_key or "", timeout)
     except (OSError, ValueError, urllib.error.URLError) as exc:
         return None, f"GET {api_url.rstrip('/')}/workers failed: {exc}"
     if not isinstance(data, dict) or not isinstance(data.get("workers"), list):
         return None, f"GET {api_url.rstrip('/')}/workers answered without a workers list: {str(data)[:200]}"
     return [{"url": w.get("url"), "id": w.get("id"), "is_healthy": w.get("is_healthy")}
             for w in data["workers"] if isinstance(w, dict)], None
-
-
-def process_start(pid, proc="/proc"):
-    """Unix time the process started (/proc/<pid>/stat starttime + /proc/stat btime), or None."""
-    try:
-        with open(os.path.join(proc, str(pid), "stat"), encoding="utf-8", errors="replace") as fh:
-            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])  # field 22; comm may hold spaces
-        with open(os.path.join(proc, "stat"), encoding="utf-8") as fh:
-            btime = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
 
 
 def observe(run, service, unit_file, api_url, timeout=10.0, proc="/proc", api_key=None):

@@ -16,12 +16,11 @@ from ansible.module_utils.sglang_drift import (
     drift_report,
     fleet_summary,
     observe,
-    parse_cmdline,
-    parse_show,
     split_launch,
     systemd_split,
     unit_exec_start,
 )
+from ansible.module_utils.sglang_observe import parse_cmdline, parse_show
 from ansible.module_utils.sglang_source import load_source
 from wheels import sglang_source_tree
 

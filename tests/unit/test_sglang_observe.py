@@ -1,0 +1,126 @@
+"""The observe layer (module_utils/sglang_observe.py): the one way the project reads a host.
+
+Real processes, a real HTTP server on 127.0.0.1 and systemctl's own output format; and a scan
+that keeps every other module off `systemctl show` and off HTTP to the host.
+"""
+
+import http.server
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+
+import pytest
+from ansible.module_utils.sglang_observe import (
+    get_json,
+    http_status,
+    main_pid,
+    process_start,
+    read_cmdline,
+    read_service,
+    systemd_show,
+)
+from ansible_run import REPO
+
+
+def test_systemd_show_asks_one_property_per_flag_and_reads_its_lines():
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "ActiveState=active\nMainPID=4242\nUnitFileState=enabled\n", ""
+
+    props, error = systemd_show("sglang", ("ActiveState", "MainPID", "UnitFileState"), run)
+    assert calls == [["systemctl", "show", "sglang", "-p", "ActiveState", "-p", "MainPID", "-p", "UnitFileState"]]
+    assert (props, error, main_pid(props)) == ({"ActiveState": "active", "MainPID": "4242", "UnitFileState": "enabled"},
+                                               None, 4242)
+
+
+def test_a_failing_systemctl_is_an_error_not_a_stopped_service(tmp_path):
+    props, error = systemd_show("sglang", ("MainPID",), lambda argv: (1, "", "Failed to connect to bus\n"))
+    assert (props, error, main_pid(props)) == ({}, "Failed to connect to bus", 0)
+    svc = read_service(lambda argv: (1, "", "Failed to connect to bus"), "sglang", str(tmp_path / "sglang.service"))
+    assert svc == {"installed": False, "unit_file_state": "", "active_state": "", "main_pid": 0,
+                   "systemctl_error": "Failed to connect to bus"}
+
+
+@pytest.fixture
+def child():
+    before = time.time()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "with spaces"])
+    yield proc, before
+    proc.kill()
+    proc.wait()
+
+
+def test_a_running_process_is_read_from_proc(child):
+    proc, before = child
+    assert read_cmdline(proc.pid) == [sys.executable, "-c", "import time; time.sleep(60)", "with spaces"]
+    started = process_start(proc.pid)
+    assert before - 1.0 <= started <= time.time() + 1.0  # /proc/stat's btime is whole seconds
+    assert read_cmdline(0) is None
+    assert process_start(2**22 + 1) is None  # above pid_max: no such process
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.headers.get("Authorization") not in (None, "Bearer right"):
+            self.send_response(401)
+            self.end_headers()
+            return
+        body = json.dumps({"path": self.path, "auth": self.headers.get("Authorization"),
+                           "accept": self.headers.get("Accept")}).encode()
+        self.send_response(200 if self.path != "/missing" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body if self.path != "/text" else b"not json")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_get_json_sends_the_key_and_leaves_each_failure_to_its_caller(server):
+    assert get_json(server + "/server_info") == {"path": "/server_info", "auth": None, "accept": "application/json"}
+    assert get_json(server + "/v", api_key="right")["auth"] == "Bearer right"
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get_json(server + "/v", api_key="wrong")
+    assert err.value.code == 401
+    with pytest.raises(urllib.error.HTTPError) as err:
+        get_json(server + "/missing")
+    assert err.value.code == 404
+    with pytest.raises(ValueError):
+        get_json(server + "/text")
+
+
+def test_http_status_is_the_status_or_why_nothing_answered(server):
+    assert http_status(server + "/health_generate") == (200, "")
+    assert http_status(server + "/missing") == (404, "")
+    assert http_status(server + "/x", api_key="wrong") == (401, "")
+    closed = server.rsplit(":", 1)[0] + ":1"
+    assert http_status(closed + "/health_generate", timeout=5) == (None, "URLError")
+
+
+def test_no_other_module_reads_systemd_or_a_hosts_http_itself():
+    """systemctl show and urllib GETs live in the observe layer (the PyPI index reader and the
+    benchmark client talk to other things: the index, and the server under load)."""
+    allowed = {"module_utils/sglang_observe.py", "module_utils/sglang_compat_release.py", "module_utils/bench_client.py"}
+    found = []
+    for top in ("module_utils", "library", "action_plugins", "roles"):
+        for path in (REPO / top).rglob("*.py"):
+            rel = str(path.relative_to(REPO))
+            text = path.read_text(encoding="utf-8")
+            if rel not in allowed and re.search(r'"systemctl",\s*"show"|urlopen\(', text):
+                found.append(rel)
+    assert found == []
