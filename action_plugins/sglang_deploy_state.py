@@ -10,11 +10,13 @@ With a `skip_reason` the host is reported out of sync, for that reason, without 
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import re
 
+import yaml
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.plugins.action import ActionBase
 from ansible.release import __version__ as ANSIBLE_VERSION
@@ -24,7 +26,19 @@ CODE_FOLDERS = ("roles", "library", "module_utils", "action_plugins", "filter_pl
 INPUT = re.compile(r"^(sglang|ml_env)_")
 # Caches, and documentation (a README edit must not give every host the whole deploy).
 NOT_CODE = (".pyc", ".pyo", ".md")
-NOT_AN_INPUT = re.compile(r"^sglang_rollout_|_report_dir$|^sglang_preflight_passed$")
+NOT_AN_INPUT = re.compile(r"^sglang_rollout_|_report_dir$|^sglang_preflight_passed$|^sglang_host$")
+
+
+def role_outputs(root=PROJECT):
+    """What the roles set for others (their argument specs' `outputs` entry point): results, not inputs."""
+    names = set()
+    for specs in sorted(glob.glob(os.path.join(root, "roles", "*", "meta", "argument_specs.yml"))):
+        with open(specs, encoding="utf-8") as fh:
+            names.update((yaml.safe_load(fh)["argument_specs"].get("outputs") or {}).get("options") or {})
+    return frozenset(names)
+
+
+OUTPUTS = role_outputs()
 
 
 def code_digest(root=PROJECT, folders=CODE_FOLDERS):
@@ -45,7 +59,7 @@ def code_digest(root=PROJECT, folders=CODE_FOLDERS):
 
 def input_names(names):
     """The variables a deploy is made of, among `names`."""
-    return sorted(n for n in names if INPUT.match(n) and not NOT_AN_INPUT.search(n))
+    return sorted(n for n in names if INPUT.match(n) and not NOT_AN_INPUT.search(n) and n not in OUTPUTS)
 
 
 def fingerprint(values, code):

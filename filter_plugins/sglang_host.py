@@ -10,6 +10,9 @@ pair derives are added to them: no play rewrites an inventory variable with set_
     version         sglang_version
     env_root        the folder of the host's SGLang venvs (ml_env_root, else sglang_env_root)
     venv            the venv of `version` (ml_env builds it) and venv_marker, the lock ml_env leaves in it
+    lock_file       the lock ml_env builds that venv from (<env_root>/locks/sglang-<version>-<profile>.txt)
+    service         the systemd service sglang_service installs: name, unit_file, env_file, entrypoint
+                    (what the launcher starts) and launcher (sglang_common's, the unit's ExecStart)
     inventory_args  the arguments as the inventory types them (the merge)
     args            inventory_args with the derived flags (what the server runs with)
     argv            args as SGLang's command line (None when a value cannot be one: the checks say why)
@@ -37,6 +40,11 @@ def _load(name, path):
 
 # What ml_env writes into a venv it finished (roles/ml_env/vars/main.yml writes the same name).
 VENV_MARKER = ".sglang-fleet-lock.txt"
+# The roles' defaults for what the inventory may leave unset (tests/unit/test_sglang_host.py checks
+# that they agree): sglang_service_name, sglang_service_entrypoint, ml_env_profile.
+DEFAULT_SERVICE, DEFAULT_ENTRYPOINT, DEFAULT_PROFILE = "sglang", "sglang.launch_server", "full"
+# Where sglang_common installs the launcher every unit runs (roles/sglang_common/tasks/launcher.yml).
+LAUNCHER = "/usr/local/lib/sglang-fleet/sglang_launch.py"
 
 sglang_args = _load("_sglang_fleet_args", _HERE.parent / "module_utils" / "sglang_args.py")
 multinode = _load("_sglang_fleet_multinode", _HERE / "sglang_multinode.py")
@@ -56,13 +64,23 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
     except sglang_args.ArgsError:
         argv = None  # a value no command line can hold: sglang_service's checks refuse it, with its name
     env_root = hv.get("ml_env_root") or hv.get("sglang_env_root")
-    venv = f"{env_root}/sglang-{hv.get('sglang_version')}"
+    version = hv.get("sglang_version")
+    venv = f"{env_root}/sglang-{version}"
+    service = hv.get("sglang_service_name") or DEFAULT_SERVICE
     return {
         "name": me,
-        "version": hv.get("sglang_version"),
+        "version": version,
         "env_root": env_root,
         "venv": venv,
         "venv_marker": f"{venv}/{VENV_MARKER}",
+        "lock_file": f"{env_root}/locks/sglang-{version}-{hv.get('ml_env_profile') or DEFAULT_PROFILE}.txt",
+        "service": {
+            "name": service,
+            "unit_file": f"/etc/systemd/system/{service}.service",
+            "env_file": f"/etc/sglang/{service}.env",
+            "entrypoint": hv.get("sglang_service_entrypoint") or DEFAULT_ENTRYPOINT,
+            "launcher": LAUNCHER,
+        },
         "inventory_args": inventory_args,
         "args": args,
         "argv": argv,

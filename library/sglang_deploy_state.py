@@ -11,7 +11,9 @@ description:
   - O(state=check) changes nothing (check mode too) and returns RV(in_sync) with the RV(reasons)
     it is not; in sync means the same fingerprint, every saved path and the account as saved,
     O(service) enabled and active with no restart pending and no unit reload pending, and
-    O(health_url) answering 200.
+    O(health_url) answering 200, and, with O(desired), drift.yml's comparison finding nothing
+    (the same desired state, reading and comparison as the sglang_drift module; deploy's in sync
+    is drift's plus what only the deploy knows, so the two cannot disagree).
   - The action plugin of the same name computes O(fingerprint) on the controller when it is not
     given (the inventory's C(sglang_*) and C(ml_env_*) variables and the project's code).
 options:
@@ -26,6 +28,14 @@ options:
   health_url: {description: "URL that must answer 200 (O(state=check)); empty: not probed.", type: str, default: ""}
   api_key: {description: Bearer token for O(health_url)., type: str, default: "", no_log: true}
   timeout: {description: Seconds for the probe., type: int, default: 30}
+  desired:
+    description:
+      - "The desired state drift compares the host with (O(state=check)): the sglang_drift module's
+        host, version, venv, env_root, lock_file, entrypoint, args, service, unit_file and launcher;
+        {} leaves drift's comparison out."
+    type: dict
+    default: {}
+  server_url: {description: "With O(desired): the server whose resolved settings drift compares too (\"\" to skip).", type: str, default: ""}
 """
 
 EXAMPLES = r"""
@@ -63,13 +73,15 @@ def main():
             "health_url": {"type": "str", "default": ""},
             "api_key": {"type": "str", "default": "", "no_log": True},
             "timeout": {"type": "int", "default": 30},
+            "desired": {"type": "dict", "default": {}},
+            "server_url": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = module.params
     if p["state"] == "check":
         reasons = check(p["state_dir"], p["fingerprint"], p["service"], p["files"], p["health_url"],
-                        p["api_key"], p["timeout"])
+                        p["api_key"], p["timeout"], p["desired"], p["server_url"], module.run_command)
         module.exit_json(changed=False, in_sync=not reasons, reasons=reasons, fingerprint=p["fingerprint"],
                          machine_id=machine_id())
     if not p["paths"]:

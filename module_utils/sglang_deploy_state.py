@@ -18,7 +18,8 @@ import os
 import pwd
 import stat
 
-from ansible.module_utils.sglang_observe import http_status, systemd_show
+from ansible.module_utils.sglang_drift import DriftError, compare, desired_state, item_line, observe
+from ansible.module_utils.sglang_observe import http_status, run_command, systemd_show
 from ansible.module_utils.sglang_release import _write_atomic, restart_pending
 
 RECORD = "deployed.json"
@@ -115,9 +116,9 @@ def file_differences(saved):
     return found
 
 
-def service_problems(service, files):
+def service_problems(service, files, run=None):
     """Why the service is not as a complete deploy leaves it: enabled, active, nothing pending."""
-    shown, _error = systemd_show(service, ("ActiveState", "UnitFileState", "NeedDaemonReload", "MainPID"))
+    shown, _error = systemd_show(service, ("ActiveState", "UnitFileState", "NeedDaemonReload", "MainPID"), run)
     found = []
     if shown.get("ActiveState") != "active":
         found.append(f"{service} is {shown.get('ActiveState') or 'unknown'}, not active")
@@ -139,17 +140,34 @@ def health_problem(url, api_key="", timeout=30):
     return "" if code == 200 else f"{url} answered {code}, not 200"
 
 
-def check(state_dir, fingerprint, service, files, health_url, api_key="", timeout=30):
-    """Why the host is not in sync with its last complete deploy ([] when it is)."""
+def drift_problems(desired, server_url="", api_key="", timeout=30, run=None, proc="/proc"):
+    """drift.yml's verdict on the host, as its lines ([] when in sync): the same desired state,
+    the same reading (module_utils/sglang_drift.py observe) and the same comparison."""
+    try:
+        want = desired_state(**desired)
+    except DriftError as exc:
+        return [f"drift cannot compare the host: {exc}"]
+    src, observed = observe(want, run or run_command, server_url=server_url, api_key=api_key, timeout=timeout, proc=proc)
+    return [f"drift: {item_line(want['host'], item).split(': ', 1)[-1]}" for item in compare(src, want, observed)]
+
+
+def check(state_dir, fingerprint, service, files, health_url, api_key="", timeout=30, desired=None, server_url="",
+          run=None, proc="/proc"):
+    """Why the host is not in sync with its last complete deploy ([] when it is): a deploy is in
+    sync when drift.yml would say so (`desired`: its desired state) and, beyond drift, nothing of
+    what the deploy left changed (the fingerprint of its inputs, the files, the service account),
+    no restart or unit reload is pending and the server generates."""
     saved = load(state_dir)
     if saved is None:
         return [f"no complete deploy is recorded in {os.path.join(state_dir, RECORD)}"]
     if saved.get("fingerprint") != fingerprint:
         return ["the inventory's variables or the project's code changed since the last complete deploy"]
     found = file_differences(saved)
-    found += service_problems(service, files)
+    found += service_problems(service, files, run)
     if not found and health_url:
         problem = health_problem(health_url, api_key, timeout)
         if problem:
             found.append(problem)
+    if not found and desired:
+        found += drift_problems(desired, server_url, api_key, timeout, run, proc)
     return found

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 
 
-def _run(argv):
+def run_command(argv):
     try:
         p = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -49,7 +49,7 @@ def systemd_show(service: str, props, run=None) -> tuple[dict, str | None]:
     argv = ["systemctl", "show", service]
     for prop in props:
         argv += ["-p", prop]
-    rc, out, err = (run or _run)(argv)
+    rc, out, err = (run or run_command)(argv)
     if rc != 0:
         return {}, ((err or out) or f"systemctl exited {rc}").strip()[:500]
     return parse_show(out), None

@@ -5,6 +5,8 @@ import importlib.util
 import json
 import os
 import stat
+import subprocess
+import time
 
 import pytest
 from ansible.module_utils.sglang_deploy_state import check, file_differences, load, save, snapshot
@@ -143,3 +145,66 @@ def test_a_host_in_sync_is_still_compared_with_the_others_for_two_names_of_one_m
     assert filters.sglang_same_machine(hosts, hostvars, "ct129-alias") == ["ct129"]
     assert filters.sglang_same_machine(hosts, hostvars, "ct129") == ["ct129-alias"]
     assert filters.sglang_same_machine(hosts, hostvars, "h200x1") == []
+
+
+@pytest.fixture
+def deployed(tmp_path):
+    """A host as a complete deploy of ct129's flags on 0.5.11 leaves it, its server process running
+    (a real process, whose start time restart_pending reads) and its record saved."""
+    from ansible.module_utils.sglang_args import systemd_quote, to_argv  # noqa: PLC0415
+    from wheels import sglang_source_tree  # noqa: PLC0415
+
+    root = tmp_path / "ml-env"
+    venv = root / "sglang-0.5.11"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "sglang").symlink_to(sglang_source_tree("0.5.11"))
+    (root / "locks").mkdir()
+    (root / "locks" / "sglang-0.5.11-light.txt").write_text("sglang==0.5.11\n")
+    (venv / ".sglang-fleet-lock.txt").write_text("sglang==0.5.11\n")
+    (root / "current").symlink_to(venv)
+    args = {"model_path": "/models/qwen", "tp_size": 2, "port": 30000}
+    launcher, entry = "/usr/local/lib/sglang-fleet/sglang_launch.py", "sglang.launch_server"
+    argv = [f"{venv}/bin/python", launcher, entry, *to_argv(args)]
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Service]\nExecStart=" + " ".join(systemd_quote(w) for w in argv) + "\n")
+    os.utime(unit, (time.time() - 60, time.time() - 60))  # written well before its process started:
+    proc = subprocess.Popen(["sleep", "120"])              # no restart pending
+    desired = {"host": "ct129", "version": "0.5.11", "venv": str(venv), "env_root": str(root), "entrypoint": entry,
+               "args": args, "unit_file": str(unit), "launcher": launcher,
+               "lock_file": str(root / "locks" / "sglang-0.5.11-light.txt")}
+    save(str(tmp_path / "state"), snapshot("f1", [str(unit), str(root / "current")]))
+    yield tmp_path, desired, argv, proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def running(tmp_path, pid, argv):
+    """systemd's view of the service (active, enabled, MainPID) and /proc/<pid>/cmdline as drift reads it."""
+    cmdline = tmp_path / "proc" / str(pid) / "cmdline"
+    cmdline.parent.mkdir(parents=True, exist_ok=True)
+    cmdline.write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
+    return lambda cmd: (0, f"ActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\nMainPID={pid}\n", "")
+
+
+@pytest.mark.wheels
+def test_deploy_is_in_sync_exactly_when_drift_is(deployed):
+    """Deploy's "in sync" is drift's plus its own record: a running server whose flags differ from the
+    unit while every file the deploy left is as saved (a hand-started server, a hand edit reverted
+    without a restart) is drift, so deploy does not skip the host; the same host running the unit's
+    flags is in sync for both."""
+    from ansible.module_utils.sglang_drift import desired_state, drift_report, observe  # noqa: PLC0415
+
+    tmp_path, desired, argv, pid = deployed
+    unit = desired["unit_file"]
+    i = argv.index("--tp-size")
+    for served, in_sync in ((argv, True), (argv[:i + 1] + ["3"] + argv[i + 2:], False)):
+        run = running(tmp_path, pid, served)
+        reasons = check(str(tmp_path / "state"), "f1", "sglang", [unit], "", desired=desired, run=run,
+                        proc=str(tmp_path / "proc"))
+        src, observed = observe(desired_state(**desired), run, proc=str(tmp_path / "proc"))
+        report = drift_report(src, desired_state(**desired), observed)
+        assert (reasons == [], report["in_sync"]) == (in_sync, in_sync), (reasons, report["lines"])
+        if not in_sync:
+            assert reasons[0].startswith("drift: tp_size: desired 2, actual 3 -> fix: ")
+            assert check(str(tmp_path / "state"), "f1", "sglang", [unit], "", run=run) == []  # the record alone misses it

@@ -5,6 +5,8 @@ import pathlib
 import re
 import subprocess
 
+import yaml
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("sglang_host", REPO / "filter_plugins" / "sglang_host.py")
 host = importlib.util.module_from_spec(_spec)
@@ -89,3 +91,28 @@ def test_only_module_utils_sglang_args_merges_the_inventory_s_args():
                      and not f.endswith("argument_specs.yml")
                      and MERGE.search((REPO / f).read_text()))
     assert merging == ["module_utils/sglang_args.py"]
+
+
+def test_the_host_models_defaults_are_the_roles_defaults():
+    """What the host model assumes for a variable the inventory leaves unset is the role's own default."""
+    service = yaml.safe_load((REPO / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
+    ml_env = yaml.safe_load((REPO / "roles" / "ml_env" / "defaults" / "main.yml").read_text())
+    router = yaml.safe_load((REPO / "roles" / "sglang_router" / "vars" / "main.yml").read_text())
+    assert (host.DEFAULT_SERVICE, host.DEFAULT_ENTRYPOINT, host.DEFAULT_PROFILE) == (
+        service["sglang_service_name"], service["sglang_service_entrypoint"], ml_env["ml_env_profile"])
+    assert router["_sglang_router_launcher"] == host.LAUNCHER  # one launcher on a host, for both units
+    assert f"/{host.VENV_MARKER}" in (REPO / "roles" / "ml_env" / "vars" / "main.yml").read_text()
+
+
+def test_the_paths_follow_the_inventory():
+    hv, groups = fleet()
+    hv["solo"].update(sglang_env_root="/opt/ml-env", sglang_service_name="sglang-a", ml_env_profile="light")
+    m = model("solo", hv, groups)
+    assert (m["env_root"], m["venv"], m["venv_marker"], m["lock_file"]) == (
+        "/opt/ml-env", "/opt/ml-env/sglang-0.5.11", "/opt/ml-env/sglang-0.5.11/.sglang-fleet-lock.txt",
+        "/opt/ml-env/locks/sglang-0.5.11-light.txt")
+    assert m["service"] == {"name": "sglang-a", "unit_file": "/etc/systemd/system/sglang-a.service",
+                            "env_file": "/etc/sglang/sglang-a.env", "entrypoint": "sglang.launch_server",
+                            "launcher": "/usr/local/lib/sglang-fleet/sglang_launch.py"}
+    hv["solo"]["ml_env_root"] = "/srv/envs"  # ml_env's own root wins: it is where ml_env builds
+    assert model("solo", hv, groups)["venv"] == "/srv/envs/sglang-0.5.11"
