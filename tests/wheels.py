@@ -126,3 +126,18 @@ class _lock:
 if __name__ == "__main__":  # python tests/wheels.py 0.5.11 0.5.20 ...
     for v in sys.argv[1:] or VERSIONS:
         print(v, sglang_source_tree(v))
+
+
+def ml_env_on_disk(root: pathlib.Path, version: str = "0.5.11", profile: str = "light") -> tuple[pathlib.Path, pathlib.Path]:
+    """(venv, lock) of an ml_env folder as ml_env leaves it under `root`, the release's real `sglang/`
+    linked into the venv: the venv, its lock marker matching the lock, and `current` pointing at it."""
+    venv = root / f"sglang-{version}"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "sglang").symlink_to(sglang_source_tree(version))
+    lock = root / "locks" / f"sglang-{version}-{profile}.txt"
+    lock.parent.mkdir()
+    lock.write_text(f"sglang=={version}\n")
+    (venv / ".sglang-fleet-lock.txt").write_text(f"sglang=={version}\n")
+    (root / "current").symlink_to(venv)
+    return venv, lock

@@ -152,17 +152,10 @@ def deployed(tmp_path):
     """A host as a complete deploy of ct129's flags on 0.5.11 leaves it, its server process running
     (a real process, whose start time restart_pending reads) and its record saved."""
     from ansible.module_utils.sglang_args import systemd_quote, to_argv  # noqa: PLC0415
-    from wheels import sglang_source_tree  # noqa: PLC0415
+    from wheels import ml_env_on_disk  # noqa: PLC0415
 
     root = tmp_path / "ml-env"
-    venv = root / "sglang-0.5.11"
-    site = venv / "lib" / "python3.11" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "sglang").symlink_to(sglang_source_tree("0.5.11"))
-    (root / "locks").mkdir()
-    (root / "locks" / "sglang-0.5.11-light.txt").write_text("sglang==0.5.11\n")
-    (venv / ".sglang-fleet-lock.txt").write_text("sglang==0.5.11\n")
-    (root / "current").symlink_to(venv)
+    venv, lock = ml_env_on_disk(root)
     args = {"model_path": "/models/qwen", "tp_size": 2, "port": 30000}
     launcher, entry = "/usr/local/lib/sglang-fleet/sglang_launch.py", "sglang.launch_server"
     argv = [f"{venv}/bin/python", launcher, entry, *to_argv(args)]
@@ -172,7 +165,7 @@ def deployed(tmp_path):
     proc = subprocess.Popen(["sleep", "120"])              # no restart pending
     desired = {"host": "ct129", "version": "0.5.11", "venv": str(venv), "env_root": str(root), "entrypoint": entry,
                "args": args, "unit_file": str(unit), "launcher": launcher,
-               "lock_file": str(root / "locks" / "sglang-0.5.11-light.txt")}
+               "lock_file": str(lock)}
     save(str(tmp_path / "state"), snapshot("f1", [str(unit), str(root / "current")]))
     yield tmp_path, desired, argv, proc.pid
     proc.kill()

@@ -22,7 +22,7 @@ from ansible.module_utils.sglang_drift import (
 )
 from ansible.module_utils.sglang_observe import parse_cmdline, parse_show
 from ansible.module_utils.sglang_source import load_source
-from wheels import sglang_source_tree
+from wheels import ml_env_on_disk, sglang_source_tree
 
 pytestmark = pytest.mark.wheels
 
@@ -224,14 +224,7 @@ def test_fleet_summary():
 def test_observe_reads_systemctl_proc_unit_and_venv(tmp_path, src):
     """observe() end to end on scratch files: a venv holding the real 0.5.11 tree, a unit, /proc."""
     root = tmp_path / "ml-env"
-    venv = root / "sglang-0.5.11"
-    site = venv / "lib" / "python3.11" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "sglang").symlink_to(sglang_source_tree("0.5.11"))
-    (root / "locks").mkdir()
-    (root / "locks" / "sglang-0.5.11-light.txt").write_text("sglang==0.5.11\n")
-    (venv / ".sglang-fleet-lock.txt").write_text("sglang==0.5.11\n")
-    (root / "current").symlink_to(venv)
+    venv, lock = ml_env_on_disk(root)
     argv = [f"{venv}/bin/python", LAUNCHER, ENTRY, *to_argv(ARGS)]
     unit = tmp_path / "sglang.service"
     unit.write_text("[Service]\nExecStart=" + " ".join(systemd_quote(w) for w in argv[:3])
@@ -246,7 +239,7 @@ def test_observe_reads_systemctl_proc_unit_and_venv(tmp_path, src):
         return 0, "ActiveState=active\nMainPID=77\nUnitFileState=enabled\n", ""
 
     want = desired_state("ct129", "0.5.11", str(venv), ENTRY, ARGS, launcher=LAUNCHER, unit_file=str(unit),
-                         lock_file=str(root / "locks" / "sglang-0.5.11-light.txt"), env_root=str(root))
+                         lock_file=str(lock), env_root=str(root))
     got_src, obs = observe(want, run, proc=str(tmp_path / "proc"))
     assert calls == [["systemctl", "show", "sglang", "-p", "ActiveState", "-p", "MainPID", "-p", "UnitFileState"]]
     assert got_src.version == "0.5.11"
