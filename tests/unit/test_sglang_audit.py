@@ -1,8 +1,6 @@
 """module_utils/sglang_audit.py without a real SGLang tree: wording, expectations, runtime compare, HTTP."""
-import http.server
 import json
 import socket
-import threading
 import types
 
 import pytest
@@ -18,6 +16,7 @@ from ansible.module_utils.sglang_audit import (
     runtime_audit,
 )
 from ansible.module_utils.sglang_source import Finding
+from local_http import QuietHandler, serving
 
 PIECEWISE_ON = Finding("prefill/piecewise CUDA graph", "on", True,
                        "on by default in sglang 0.5.11; no auto-disable rule matched the checked conditions "
@@ -198,7 +197,7 @@ def test_runtime_audit_other_version_fails_but_only_notes_under_check_mode():
 
 # ----------------------------------------------------------------------------- HTTP
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     routes: dict = {}
     seen: list = []
 
@@ -212,17 +211,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture
 def fake_server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     _Handler.seen = []
-    yield httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serving(_Handler) as url:
+        yield None, url
 
 
 def test_read_server_falls_back_to_the_old_endpoint_names(fake_server):

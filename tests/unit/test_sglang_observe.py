@@ -4,12 +4,10 @@ Real processes, a real HTTP server on 127.0.0.1 and systemctl's own output forma
 that keeps every other module off `systemctl show` and off HTTP to the host.
 """
 
-import http.server
 import json
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 
@@ -24,6 +22,7 @@ from ansible.module_utils.sglang_observe import (
     systemd_show,
 )
 from ansible_run import REPO
+from local_http import QuietHandler, serving
 
 
 def test_systemd_show_asks_one_property_per_flag_and_reads_its_lines():
@@ -65,7 +64,7 @@ def test_a_running_process_is_read_from_proc(child):
     assert process_start(2**22 + 1) is None  # above pid_max: no such process
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
         if self.headers.get("Authorization") not in (None, "Bearer right"):
             self.send_response(401)
@@ -78,17 +77,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body if self.path != "/text" else b"not json")
 
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 def test_get_json_sends_the_key_and_leaves_each_failure_to_its_caller(server):
