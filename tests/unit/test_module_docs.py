@@ -19,7 +19,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_DOC = str(pathlib.Path(sys.executable).with_name("ansible-doc"))
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 
-MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py"))
+# Every module: the project's library/ and each role's own (the router's).
+MODULES = sorted((str(p.parent.relative_to(REPO)), p.stem) for p in
+                 [*(REPO / "library").glob("*.py"), *(REPO / "roles").glob("*/library/*.py")])
 
 # ansible-doc finds the filters of filter_plugins/ (ansible.cfg) as ansible.legacy.<name>, but none of
 # them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
@@ -61,12 +63,12 @@ def _entry_problems(entries, allowed, where) -> list:
     return out
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_module_documentation(module):
-    text = ansible_doc("-M", "library", module)
+@pytest.mark.parametrize(("library", "module"), MODULES, ids=[m for _, m in MODULES])
+def test_module_documentation(library, module):
+    text = ansible_doc("-M", library, module)
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith(f"> MODULE {module} (")
-    got = ansible_doc("--json", "-M", "library", module)
+    got = ansible_doc("--json", "-M", library, module)
     assert got.returncode == 0, got.stderr
     doc = json.loads(got.stdout)[module]
     problems = [f"description item is not text: {d!r}" for d in doc["doc"]["description"] if not _is_text(d)]

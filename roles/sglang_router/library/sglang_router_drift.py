@@ -51,7 +51,7 @@ EXAMPLES = r"""
 RETURN = r"""
 observed: {description: "service, unit (argv), running (argv), workers ([{url, id, is_healthy}]), workers_error.", type: dict, returned: observe}
 report: {description: "items, lines, in_sync, differences, desired, service, unit, running, workers.", type: dict, returned: compare}
-lines: {description: The summary line, then one line per item., type: list, returned: compare}
+lines: {description: "The summary line, then one line per item.", type: list, returned: compare}
 in_sync: {description: True when nothing differs., type: bool, returned: compare}
 """
 

@@ -17,7 +17,7 @@ options:
   host: {description: The router's inventory name., type: str, required: true}
   reports_dir: {description: Controller folder of the per-host reports., type: path, required: true}
   replicas: {description: Inventory names of the router's replicas., type: list, elements: str, required: true}
-  bench: {description: sglang_bench results through the router, one per planned level., type: list, elements: dict}
+  bench: {description: "sglang_bench results through the router, one per planned level.", type: list, elements: dict}
   min_ratio: {description: Lowest fleet throughput as a share of the replicas' sum., type: float, default: 0.8}
   pd:
     description:

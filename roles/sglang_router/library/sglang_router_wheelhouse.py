@@ -6,7 +6,7 @@ module: sglang_router_wheelhouse
 short_description: Lock an sglang-router release by hash for one host's Python and platform, and cache its wheels
 description:
   - Runs where it is delegated (the controller). The same mechanism as ml_env's sglang_wheelhouse
-    (module_utils/sglang_wheels.py, reused, not copied): a lock made once with C(uv pip compile
+    (module_utils/sglang_wheels.py, reused, not copied); a lock made once with C(uv pip compile
     --generate-hashes --only-binary :all:) for the host's CPython, architecture and glibc, wheels chosen
     by their tags, downloaded with pip when missing, and every wheel checked against the lock's sha256
     (a wheel altered in the wheelhouse fails with the file, the expected and actual sha256 and the fix).
@@ -14,7 +14,7 @@ description:
     extension) so the flags can be checked with the release's own argparse before a host changes.
   - Packs those wheels into one tar (named by the lock's sha256), so the host receives them in one
     transfer; the host's installer checks every wheel against the lock again (C(--require-hashes)).
-  - The wheelhouse is a cache on the controller: filling it is never reported as a change.
+  - The wheelhouse is a cache on the controller; filling it is never reported as a change.
 options:
   version: {description: sglang-router release (PyPI version)., type: str, required: true}
   dest: {description: Controller folder of the wheelhouse (ml_env's)., type: path, required: true}
