@@ -19,6 +19,7 @@ MODULE_SECONDS = {
     "test_pd_lab.py": 230,
     "test_multinode_lab.py": 206,
     "test_supply_chain_lab.py": 171,
+    "test_upgrade_preview_lab.py": 200,  # a guess: one host deployed, then two previews
     "test_lab_tool.py": 22,
 }
 
