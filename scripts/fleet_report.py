@@ -4,14 +4,16 @@
     scripts/fleet_report.py [--reports reports] [--html FILE] [host ...]
 
 Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify),
-`drift-latest.json` (sglang_drift), `release-latest.json` (sglang_release) and `compat-latest.json`
-(sglang_compat), written on the controller by deploy.yml, audit.yml, verify.yml and drift.yml. Exit 1
+`drift-latest.json` (sglang_drift), `release-latest.json` (sglang_release), `compat-latest.json`
+(sglang_compat) and `upgrade-latest.json` (upgrade-preview.yml: shown, never a failure), written on the
+controller by deploy.yml, audit.yml, verify.yml, drift.yml and upgrade-preview.yml. Exit 1
 when a host's latest audit or verification failed, it drifted from the inventory or its release is
 blocked on it, 2 when there is nothing to report. --html also writes a static HTML page with the same
 table and each host's throughput history as charts (scripts/fleet_report_html.py).
 """
 
 import argparse
+import os
 import pathlib
 import sys
 
@@ -22,7 +24,7 @@ from module_utils.sglang_source.optimisations import AUTO_DISABLED, UNAVAILABLE 
 
 NOT_ON = (AUTO_DISABLED, UNAVAILABLE)   # statuses the "left on the table" column lists
 COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s",
-           "of roofline", "left on the table"]
+           "of roofline", "left on the table", "upgrade preview"]
 
 
 def host_row(folder):
@@ -30,6 +32,9 @@ def host_row(folder):
     audit, verify, drift = reports["audit"], reports["verify"], reports["drift"]
     release, compat = reports["release"], reports["compat"]
     row = {"host": pathlib.Path(folder).name, "ok": True}
+    upgrade = fleet_reports.load(os.path.join(folder, "upgrade-latest.json"))
+    if upgrade:  # what the last preview said the target release changes on this host (its summary line)
+        row["upgrade preview"] = upgrade.get("summary", "?").split(" ", 1)[-1]
     if compat:  # "ok", else the counts ("5 ok, 2 unknown"), for the release it checked
         status = compat.get("status", "?")
         row["compat"] = (status if status == "ok" else compat.get("summary", status)) + f" ({compat.get('version', '?')})"
@@ -59,7 +64,7 @@ def host_row(folder):
         row["ok"] &= bool(drift.get("in_sync"))
     if "router" in ((verify or {}).get("role"), (drift or {}).get("role")):
         router_columns(row, verify, drift)
-    return row if (audit or verify or drift or release or compat) else None
+    return row if (audit or verify or drift or release or compat or upgrade) else None
 
 
 def router_columns(row, verify, drift):

@@ -73,6 +73,22 @@ def test_serving_defaults_that_change_with_file_and_line_in_each_release(old, ne
     assert "hicache_mem_layout" not in {d["field"] for d in r["defaults"]}
 
 
+def test_the_fleet_report_shows_the_latest_preview_of_each_host(old, new, tmp_path):
+    import json  # noqa: PLC0415
+
+    r = preview(old, new, ARGS, A6000, MODEL, host="ct129")
+    (tmp_path / "ct129").mkdir()
+    (tmp_path / "ct129" / "upgrade-latest.json").write_text(json.dumps(r))
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fleet_report.py"), "--reports", str(tmp_path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr  # a preview is shown, it fails nothing
+    header, _, row = proc.stdout.splitlines()
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    cell = row.strip("|").split("|")[columns.index("upgrade preview")].strip()
+    assert cell == r["summary"].removeprefix("ct129 ")
+    assert cell.startswith("0.5.11 -> 0.5.23: argv accepted; prefill/piecewise CUDA graph auto-disabled -> on;")
+
+
 def test_the_serving_rule_names_a_topic_or_none():
     assert [serving_topic(f) for f in ("mem_fraction_static", "schedule_policy", "cuda_graph_max_bs_decode",
                                        "attention_backend", "speculative_num_steps", "tp_size", "log_level",
