@@ -170,3 +170,14 @@ def test_a_target_not_on_the_index_stops_before_any_host_is_read():
     assert f"sglang 0.5.99 is not a release on {url}" in p.stdout
     assert "answered 404" in p.stdout and "pip index versions sglang" in p.stdout
     assert "Read the host's release records" not in p.stdout
+
+
+def test_an_index_that_does_not_answer_is_said_as_such_before_any_host_is_read():
+    with serving(NotOnIndex) as url:
+        pass  # closed: nothing listens on that port any more
+    p = _playbook("-e", "sglang_upgrade_to=0.5.23", "-e", f"upgrade_preview_index_url={url}")
+    assert p.returncode == 2, p.stdout + p.stderr
+    flat = " ".join(p.stdout.split())
+    assert f"the controller could not ask {url} whether sglang 0.5.23 exists (" in flat, p.stdout
+    assert "a mirror given with -e upgrade_preview_index_url=URL. Nothing was read on any host." in flat, p.stdout
+    assert "Read the host's release records" not in p.stdout
