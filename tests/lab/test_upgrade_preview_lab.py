@@ -4,12 +4,14 @@ Deploys the lab (ct129 runs 0.5.11), then previews 0.5.23 on ct129: the prefill 
 from auto-disabled (0.5.11 server_args.py:1229) to on (0.5.23's breakable allow-list,
 configs/model_config.py:2501), the report lands in reports/ct129/upgrade-0.5.11-0.5.23-<UTC>.json,
 and nothing on the host changes (no file written, the same unit, server, venvs and records). A
-target not on PyPI stops before any host is read. Needs podman and the lab image (`make lab-image`).
+target not on PyPI stops before any host is read; a target that refuses the host's argv says so.
+Needs podman and the lab image (`make lab-image`).
 """
 import json
 
 import pytest
-from lab_fleet import deployed_lab_fleet, recap, unflow
+import yaml
+from lab_fleet import REPO, deployed_lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -59,4 +61,22 @@ def test_a_target_not_on_pypi_stops_before_any_host_is_read(fleet):
     assert rc == 2, out
     assert "sglang 0.5.99 is not a release on https://pypi.org" in unflow(out)
     assert "Read the host's release records" not in out
+    assert fleet.ssh("ct129", HOST_STATE) == before
+
+
+def test_a_target_that_refuses_the_hosts_argv_says_so_and_changes_nothing(fleet):
+    """ct129 deployed with --cuda-graph-max-bs 32 (0.5.11 takes it): 0.5.23 would not start with that
+    argv (two flags now begin with it), and the preview says so, with the flag to write instead."""
+    args = {**yaml.safe_load((REPO / "inventories" / "lab" / "host_vars" / "ct129.yml").read_text())["sglang_args"],
+            "cuda_graph_max_bs": 32}
+    rc, out = fleet.play("deploy.yml", "-l", "ct129", "-e", json.dumps({"sglang_args": args}), "--skip-tags", "sglang_verify")
+    assert rc == 0, out
+    fleet.ssh("ct129", f"touch {MARK}")
+    before = fleet.ssh("ct129", HOST_STATE)
+    rc, out = fleet.play("upgrade-preview.yml", "-l", "ct129", "-e", "sglang_upgrade_to=0.5.23")
+    assert rc == 0, out  # a preview reports; it fails nothing
+    text = unflow(out)
+    assert "flags: the target REFUSES this argv (the server would not start)" in text
+    assert "target predicted with: --cuda-graph-max-bs -> --cuda-graph-max-bs-decode 32" in text
+    assert "ct129 0.5.11 -> 0.5.23: the target REFUSES the argv; prefill/piecewise CUDA graph auto-disabled -> on;" in text
     assert fleet.ssh("ct129", HOST_STATE) == before
