@@ -158,17 +158,27 @@ def test_a_target_that_is_not_a_release_stops_before_any_host_is_read():
 
 
 class NotOnIndex(QuietHandler):
+    """A package index's simple API (PEP 503) that knows sglang 0.5.23 alone."""
+
     def do_GET(self):  # noqa: N802
-        self.send_response(404 if self.path == "/pypi/sglang/0.5.99/json" else 500)
+        if self.path != "/simple/sglang/":
+            self.send_response(404)
+            self.end_headers()
+            return
+        page = b'<a href="sglang-0.5.23-py3-none-any.whl#sha256=00">sglang-0.5.23-py3-none-any.whl</a>'
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
         self.end_headers()
+        self.wfile.write(page)
 
 
 def test_a_target_not_on_the_index_stops_before_any_host_is_read():
     with serving(NotOnIndex) as url:
-        p = _playbook("-e", "sglang_upgrade_to=0.5.99", "-e", f"upgrade_preview_index_url={url}")
+        p = _playbook("-e", "sglang_upgrade_to=0.5.99", "-e", f"upgrade_preview_index_url={url}/simple")
     assert p.returncode == 2, p.stdout + p.stderr
-    assert f"sglang 0.5.99 is not a release on {url}" in p.stdout
-    assert "answered 404" in p.stdout and "pip index versions sglang" in p.stdout
+    flat = " ".join(p.stdout.split())
+    assert f"sglang 0.5.99 is not a release on {url}/simple (no file of it in {url}/simple/sglang/)" in flat, p.stdout
+    assert "pip index versions sglang" in flat
     assert "Read the host's release records" not in p.stdout
 
 
@@ -179,5 +189,5 @@ def test_an_index_that_does_not_answer_is_said_as_such_before_any_host_is_read()
     assert p.returncode == 2, p.stdout + p.stderr
     flat = " ".join(p.stdout.split())
     assert f"the controller could not ask {url} whether sglang 0.5.23 exists (" in flat, p.stdout
-    assert "a mirror given with -e upgrade_preview_index_url=URL. Nothing was read on any host." in flat, p.stdout
+    assert "a mirror's simple API given with -e upgrade_preview_index_url=URL. Nothing was read on any host." in flat, p.stdout
     assert "Read the host's release records" not in p.stdout
