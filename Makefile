@@ -12,7 +12,7 @@ REPORT_HTML ?= reports/fleet-report.html
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint sanity unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
         deploy lock clean
 
 help: ## List the targets
@@ -89,6 +89,9 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
 
+sanity: venv ## ansible-test sanity on the collection (plugins/, filter_plugins/, meta/, changelogs/)
+	BIN=$(CURDIR)/$(BIN) bash scripts/sanity.sh
+
 # Test processes side by side (pytest-xdist): the llama-server build and the PyPI downloads
 # overlap the other unit tests; each lab module owns its fleet (and molecule its own), so lab
 # modules run at once (loadfile, longest first: tests/lab/conftest.py) next to molecule.
@@ -109,9 +112,9 @@ llama-server: venv ## Build llama.cpp's llama-server for the real-engine tests (
 
 # The llama-server build (CPU) first, beside the lab's installs and image build (mostly network
 # and disk); then lint and unit; then molecule and the lab modules side by side.
-test: ## Everything CI runs: lint, unit, then molecule and lab-test side by side
+test: ## Everything CI runs: lint, sanity, unit, then molecule and lab-test side by side
 	$(MAKE) --no-print-directory -j2 --output-sync=target llama-server lab-image
-	$(MAKE) --no-print-directory lint unit
+	$(MAKE) --no-print-directory lint sanity unit
 	$(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches

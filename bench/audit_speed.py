@@ -10,9 +10,9 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "module_utils"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "plugins" / "module_utils"), str(REPO / "tests")]
 
-from sglang_source import load_source, normalise_argv, predict
+from source import load_source, normalise_argv, predict
 from wheels import sglang_source_tree
 
 ERAS = {"A": "0.5.11", "B": "0.5.18", "C": "0.5.23"}

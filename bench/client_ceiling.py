@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "module_utils"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "verify"))
 import bench_client
 
 # Clients on core 0, the source on core 1 (both on the one core of a 1-CPU machine).

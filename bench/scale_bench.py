@@ -9,7 +9,7 @@ measures the fleet machinery, not the simulator's speed), then measures side by 
 times each, interleaved:
   - drift.yml with the project's ansible.cfg;
   - drift.yml with Ansible's defaults (forks 5, no pipelining; its default ssh_args) and no
-    caching: each host's cached reading of its SGLang source (module_utils/sglang_source_cache.py)
+    caching: each host's cached reading of its SGLang source (plugins/module_utils/source/cache.py)
     is moved aside for these runs, so each host reads its source afresh;
   - drift.yml with Ansible's defaults and the source cache (what forks and pipelining alone buy);
   - a no-op deploy.yml --skip-tags sglang_verify (every host in sync with its last deploy: only

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "module_utils"))
+sys.path.insert(0, str(REPO / "plugins" / "module_utils" / "verify"))
 sys.path.insert(0, str(REPO / "tests" / "real_engine"))
 import bench_client
 from conftest import LlamaServer

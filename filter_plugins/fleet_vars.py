@@ -29,7 +29,7 @@ def unknown_role_vars(present, role_path):
     """unknown_vars for the role at `role_path`: its `<role>_*` names among `present` that its
     meta/argument_specs.yml knows neither as an input (entry point main) nor as one of the facts it
     sets for others (entry point outputs, which no tasks file runs). Used by
-    roles/sglang_common/tasks/check_vars.yml and by action_plugins/sglang_drift.py."""
+    roles/sglang_common/tasks/check_vars.yml and by plugins/action/sglang_drift.py."""
     with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
         specs = yaml.safe_load(fh)["argument_specs"]
     known = [*specs["main"]["options"], *(specs.get("outputs") or {}).get("options", {})]

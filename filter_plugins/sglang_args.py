@@ -1,19 +1,13 @@
 """Filters that turn a host's SGLang arguments (a mapping) into argv and unit lines.
 
-The logic lives in module_utils/sglang_args.py (shared with modules on the hosts); controller
+The logic lives in plugins/module_utils/host/args.py (shared with modules on the hosts); controller
 plugins cannot import a project's module_utils through `ansible.module_utils`, so it is loaded
 from the file next door.
 """
 
-import importlib.util
-import pathlib
-
 from ansible.errors import AnsibleFilterError
 
-_PATH = pathlib.Path(__file__).resolve().parent.parent / "module_utils" / "sglang_args.py"
-_SPEC = importlib.util.spec_from_file_location("_sglang_fleet_args", _PATH)
-sglang_args = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(sglang_args)
+from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
 
 
 def _wrap(name, func):

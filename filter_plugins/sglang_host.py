@@ -25,18 +25,9 @@ pair derives are added to them: no play rewrites an inventory variable with set_
     serves_api      false on the ranks of a multi-node server other than 0 (they serve health alone)
 """
 
-import importlib.util
-import pathlib
-
-_HERE = pathlib.Path(__file__).resolve().parent
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
+from ansible_collections.sglang.fleet.filter_plugins import sglang_pd as pd
+from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
 
 # What ml_env writes into a venv it finished (roles/ml_env/vars/main.yml writes the same name).
 VENV_MARKER = ".sglang-fleet-lock.txt"
@@ -45,10 +36,6 @@ VENV_MARKER = ".sglang-fleet-lock.txt"
 DEFAULT_SERVICE, DEFAULT_ENTRYPOINT, DEFAULT_PROFILE = "sglang", "sglang.launch_server", "full"
 # Where sglang_common installs the launcher every unit runs (roles/sglang_common/tasks/launcher.yml).
 LAUNCHER = "/usr/local/lib/sglang-fleet/sglang_launch.py"
-
-sglang_args = _load("_sglang_fleet_args", _HERE.parent / "module_utils" / "sglang_args.py")
-multinode = _load("_sglang_fleet_multinode", _HERE / "sglang_multinode.py")
-pd = _load("_sglang_fleet_pd", _HERE / "sglang_pd.py")
 
 
 def sglang_host_model(me, hostvars, groups, play_hosts_all):

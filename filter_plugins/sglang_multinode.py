@@ -6,18 +6,11 @@ serves the API). `nnodes`, `node_rank` and `dist_init_addr` (SGLang's `--nnodes`
 24-25) are derived from it here, never typed per host.
 """
 
-import importlib.util
-import pathlib
-
 from ansible.errors import AnsibleFilterError
 from ansible.utils.helpers import pct_to_int
 
-# The inventory's arguments are merged in module_utils/sglang_args.py (controller plugins load the
-# project's module_utils from the file).
-_SPEC = importlib.util.spec_from_file_location(
-    "_sglang_fleet_args", pathlib.Path(__file__).resolve().parent.parent / "module_utils" / "sglang_args.py")
-sglang_args = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(sglang_args)
+# The inventory's arguments are merged in plugins/module_utils/host/args.py.
+from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
 
 DERIVED = ("nnodes", "node_rank", "dist_init_addr")
 

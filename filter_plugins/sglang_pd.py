@@ -16,15 +16,8 @@ host. What the real release does with them (SGLang 0.5.23):
   both sides move the KV cache with one `--disaggregation-transfer-backend` (default mooncake).
 """
 
-import importlib.util
-import pathlib
-
-# The inventory's arguments are merged in module_utils/sglang_args.py (controller plugins load the
-# project's module_utils from the file).
-_SPEC = importlib.util.spec_from_file_location(
-    "_sglang_fleet_args", pathlib.Path(__file__).resolve().parent.parent / "module_utils" / "sglang_args.py")
-sglang_args = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(sglang_args)
+# The inventory's arguments are merged in plugins/module_utils/host/args.py.
+from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
 
 DERIVED = ("disaggregation_mode", "disaggregation_bootstrap_port")
 DEFAULT_BOOTSTRAP_PORT = 8998  # 0.5.23 srt/arg_groups/fields/disagg.py:81-83

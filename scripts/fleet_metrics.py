@@ -3,7 +3,7 @@
 
     scripts/fleet_metrics.py [--reports reports] [--textfile-dir DIR] [host ...]
 
-Reads the same `<reports>/<host>/` files as scripts/fleet_report.py (module_utils/fleet_reports.py)
+Reads the same `<reports>/<host>/` files as scripts/fleet_report.py (plugins/module_utils/report/fleet_reports.py)
 and writes `<DIR>/sglang_fleet.prom` atomically (a temporary file renamed into place, so node_exporter
 never reads half a file), or prints the metrics without --textfile-dir. Every series has a `host`
 label; a report a host does not have yet (no verify run, say) gives no series for it.
@@ -17,12 +17,12 @@ import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from module_utils import fleet_reports  # noqa: E402
-from module_utils.sglang_source.optimisations import STATUSES  # noqa: E402
+sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
+from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import STATUSES  # noqa: E402
 
 FILE_NAME = "sglang_fleet.prom"
-AUDIT_STATUSES = STATUSES  # the audited optimisations' statuses (module_utils/sglang_source/optimisations.py)
+AUDIT_STATUSES = STATUSES  # the audited optimisations' statuses (plugins/module_utils/source/optimisations.py)
 COMPAT_STATUSES = ("ok", "unknown", "blocked")  # sglang_compat.STATUSES
 HOST_STATUSES = ("ok", "changed", "failed", "unreachable")  # sglang_fleet.HostResult.status
 

@@ -18,9 +18,9 @@ import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from module_utils import fleet_reports  # noqa: E402
-from module_utils.sglang_source.optimisations import AUTO_DISABLED, UNAVAILABLE  # noqa: E402
+sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
+from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import AUTO_DISABLED, UNAVAILABLE  # noqa: E402
 
 NOT_ON = (AUTO_DISABLED, UNAVAILABLE)   # statuses the "left on the table" column lists
 COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s",

@@ -27,8 +27,8 @@ import matplotlib
 from matplotlib.figure import Figure
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from module_utils import fleet_reports  # noqa: E402
+sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
+from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
 
 TEMPLATE = pathlib.Path(__file__).resolve().parent / "templates" / "fleet_report.html.j2"
 # Text stays text (smaller files, searchable); a `$` in a host name is a dollar, not mathtext;

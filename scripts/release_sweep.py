@@ -35,17 +35,14 @@ import time
 import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-import ansible.module_utils  # noqa: E402
+# the collection's code imports as Ansible imports it (pytest.ini does the same for the tests)
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / ".collections")]
 import yaml  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
-
-# module_utils import the way Ansible (and tests/conftest.py) resolve them: ansible.module_utils.*
-if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
-from ansible.module_utils import sglang_source as reader  # noqa: E402
-from ansible.module_utils.sglang_source.optimisations import SHORT, Status  # noqa: E402
 from wheels import CACHE, _pip_python, sglang_source_tree  # noqa: E402  (the tests' shared wheel cache)
+
+from ansible_collections.sglang.fleet.plugins.module_utils import source as reader  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import SHORT, Status  # noqa: E402
 
 REAL_PARSER = REPO / "scripts" / "release_sweep_real_parser.py"
 PINNED = REPO / "tests" / "fixtures" / "sglang_releases.txt"
@@ -304,8 +301,8 @@ def ct129_profile() -> dict:
 
 
 def predict_ct129(src, profile: dict) -> str:
-    from ansible.module_utils.gpu_facts import declared_facts
-    from ansible.module_utils.sglang_audit import AuditError, static_audit
+    from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import AuditError, static_audit
+    from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
     try:
         report = static_audit(src, profile["args"], declared_facts(profile["hardware"]), profile["expect"],
                               model_config=profile["model_config"], host="ct129")
@@ -385,7 +382,7 @@ def render(rows: list[Row], *, origin: str, total_s: float) -> str:
         "# Release sweep: the source reader on every SGLang release",
         "",
         "Written by `make sweep` (scripts/release_sweep.py); do not edit by hand. For each release on PyPI from",
-        "0.4.6 on, the reader's flag table (module_utils/sglang_source/) is compared with the release's REAL",
+        "0.4.6 on, the reader's flag table (plugins/module_utils/source/) is compared with the release's REAL",
         "argparse parser, built from its wheel (scripts/release_sweep_real_parser.py: sglang's own",
         "server_args.py and arg_groups/ executed, sglang modules whose imports are all standard library run",
         "for real, every other import stubbed); probe argvs are validated by the reader and parsed by the real",

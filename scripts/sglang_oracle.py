@@ -6,7 +6,7 @@ For one SGLang release (its real wheel from PyPI, extracted by tests/wheels.py i
 ``python -S -s`` interpreter builds SGLang's real argparse parser (``ServerArgs.add_cli_args``),
 parses the argv and calls ``ServerArgs.from_cli_args``, so the real dataclass, its
 ``__post_init__`` and every ``_handle_*`` / arg_groups hook it calls run as they would at
-start-up. Nothing of sglang-fleet's reader (module_utils/sglang_source/) is imported.
+start-up. Nothing of sglang-fleet's reader (plugins/module_utils/source/) is imported.
 
     .venv/bin/python scripts/sglang_oracle.py 0.5.11 ct129          # JSON on stdout
     .venv/bin/python scripts/sglang_oracle.py --write                # every release x profile

@@ -9,7 +9,7 @@
 `sglang_pins`, so a GPU the kernels dropped is told the newest sglang release that still runs on it.
 
 Reads every ELF shared object inside the wheel straight from the zip (no extraction), parses the
-CUDA fatbin of each (module_utils/fatbin.py), and prints the wheel's YAML fragment: cubin targets
+CUDA fatbin of each (plugins/module_utils/compat/fatbin.py), and prints the wheel's YAML fragment: cubin targets
 (`sm`) and embedded PTX (`ptx`). `--update` merges it into roles/sglang_compat/files/kernel_sm_targets.yml.
 Per-library targets, the sm90/ sm100/ folder cross-check and the payload cross-check go to stderr.
 
@@ -39,8 +39,8 @@ import yaml
 from packaging.requirements import Requirement
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from module_utils import fatbin  # noqa: E402
+sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
+from ansible_collections.sglang.fleet.plugins.module_utils.compat import fatbin  # noqa: E402
 
 CACHE = REPO / ".cache" / "sm-targets"
 TABLE = REPO / "roles" / "sglang_compat" / "files" / "kernel_sm_targets.yml"
@@ -199,7 +199,7 @@ HEADER = """\
 # (sgl-kernel / sglang-kernel; torch where measured). Data for the sglang_compat GPU check.
 #
 # Read from the real wheels on PyPI by scripts/wheel_sm_targets.py: every ELF .so in the wheel,
-# its .nv_fatbin parsed by module_utils/fatbin.py (the format and its sources are documented there).
+# its .nv_fatbin parsed by plugins/module_utils/compat/fatbin.py (the format and its sources are documented there).
 #   sm:  cubin (SASS) targets as compiled. Plain "80": runs on CC 8.0 and later minors of major 8
 #        (8.6, 8.9). "90a" (arch-specific): only on exactly CC 9.0. "100f" (family-specific): on
 #        CC 10.0 and the later members of its family (10.3).

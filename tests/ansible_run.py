@@ -1,4 +1,5 @@
-"""Run one of the repo's modules the way a playbook does: `ansible localhost -m NAME` (repo ansible.cfg)."""
+"""Run one of the collection's modules the way a playbook does: `ansible localhost -m sglang.fleet.NAME`
+(repo ansible.cfg)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def run_module(args: dict, check: bool = False, timeout: float = 120, module: st
                extra_vars: dict | None = None) -> tuple[int, dict, str]:
     """Return (rc, module result, raw output) of one ad-hoc run against localhost (`extra_vars`: -e)."""
     argv = [str(pathlib.Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)]
+            "-e", f"ansible_python_interpreter={sys.executable}", "-m", module if "." in module else f"sglang.fleet.{module}", "-a", json.dumps(args)]
     if extra_vars:
         argv += ["-e", json.dumps(extra_vars)]
     if check:

@@ -1,13 +1,14 @@
-"""Shared test setup: make the repo's module_utils importable the way Ansible modules import them.
+"""Shared test setup.
 
-Modules do `from ansible.module_utils.sglang_source import ...`; Ansible resolves that against the
-`module_utils = module_utils` path in ansible.cfg. Tests get the same import path by extending the
-`ansible.module_utils` package path with this repo's folder.
+The collection's code imports as Ansible imports it, `ansible_collections.sglang.fleet.plugins...`:
+pytest.ini puts `.collections` (whose `ansible_collections/sglang/fleet` links to the repository
+root) on sys.path. This file stays so that helpers run outside pytest can `import conftest` for the
+same path.
 """
 import pathlib
-
-import ansible.module_utils
+import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
+COLLECTIONS = str(REPO / ".collections")
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)

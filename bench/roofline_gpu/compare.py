@@ -19,7 +19,7 @@ import statistics
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "module_utils"))
+sys.path[:0] = [str(REPO / "plugins" / "module_utils" / "host"), str(REPO / "plugins" / "module_utils" / "verify")]
 from gpu_facts import build_facts
 from roofline import EFFICIENCY, GB, decode_upper_bound, efficiency_pct, model_weight_bytes
 

@@ -6,14 +6,15 @@ import socket
 import time
 
 import pytest
-from ansible.module_utils.bench_client import (
+from fake_server import FakeServer, FullBacklog
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import (
     BenchError,
     build_payload,
     read_spec_accept_length,
     run_benchmark,
     stream_request,
 )
-from fake_server import FakeServer, FullBacklog
 
 
 def closed_port() -> int:

@@ -12,7 +12,7 @@ import pytest
 from fake_server import FakeServer, FullBacklog
 from host_pythons import TARGET_MINORS, interpreter
 
-MODULE = pathlib.Path(__file__).resolve().parents[2] / "module_utils" / "bench_client.py"
+MODULE = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "verify" / "bench_client.py"
 DRIVER = """
 import asyncio, importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("bench_client", sys.argv[1])

@@ -3,7 +3,8 @@
 import random
 
 import pytest
-from ansible.module_utils.bench_client import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import (
     BenchError,
     ChunkedDecoder,
     SSEParser,

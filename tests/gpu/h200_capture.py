@@ -1,4 +1,4 @@
-"""On a real GPU machine: capture nvidia-smi outputs, parse them with module_utils/gpu_facts.py,
+"""On a real GPU machine: capture nvidia-smi outputs, parse them with plugins/module_utils/host/gpu_facts.py,
 check the facts, and (if torch is there) re-measure the decode-like read bandwidth.
 
     python3 tests/gpu/h200_capture.py OUTDIR [--expect-count 1 --expect-model "NVIDIA H200"]
@@ -17,7 +17,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "module_utils" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / "plugins" / "module_utils" / {"gpu_facts": "host"}.get(name, "verify") / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.gpu_facts import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import (
     GPU_SPECS,
     QUERY_ARGV,
     GpuFactsError,
@@ -400,13 +401,12 @@ def run_module(tmp_path, case, *module_args):
     smi = tmp_path / "nvidia-smi"
     smi.write_text(FAKE_SMI.format(python=sys.executable, case=str(FIX / case)))
     smi.chmod(0o755)
-    env = dict(os.environ, ANSIBLE_LIBRARY=str(REPO / "library"), ANSIBLE_MODULE_UTILS=str(REPO / "module_utils"),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.tree",
+    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.tree",
                ANSIBLE_CALLBACK_TREE_DIR=str(tmp_path / "tree"), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     args = " ".join([f"nvidia_smi={smi}", *module_args])
     proc = subprocess.run(
         [str(pathlib.Path(sys.executable).with_name("ansible")), "localhost", "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}", "--check", "-m", "gpu_facts", "-a", args],
+         "-e", f"ansible_python_interpreter={sys.executable}", "--check", "-m", "sglang.fleet.gpu_facts", "-a", args],
         check=False, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     tree = tmp_path / "tree" / "localhost"
     assert tree.exists(), proc.stdout + proc.stderr

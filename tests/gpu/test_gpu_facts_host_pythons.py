@@ -6,8 +6,9 @@ import pathlib
 import subprocess
 
 import pytest
-from ansible.module_utils.gpu_facts import build_facts
 from host_pythons import TARGET_MINORS, interpreter
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import build_facts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "gpu"
@@ -38,7 +39,7 @@ def test_same_facts_on_every_target_python(minor):
     if exe is None:
         pytest.skip(f"no Python 3.{minor} on this machine")
     assert len(CAPTURES) >= 4
-    p = subprocess.run([exe, "-c", DRIVER, str(REPO / "module_utils" / "gpu_facts.py"), *map(str, CAPTURES)],
+    p = subprocess.run([exe, "-c", DRIVER, str(REPO / "plugins" / "module_utils" / "host" / "gpu_facts.py"), *map(str, CAPTURES)],
                        capture_output=True, text=True, timeout=60, check=False)
     assert p.returncode == 0, p.stderr
     expected = {str(d): build_facts(read(d, "query-gpu.csv"), read(d, "topo.txt"), read(d, "nvidia-smi.txt"))

@@ -4,8 +4,9 @@ import pathlib
 import struct
 
 import pytest
-from ansible.module_utils.gpu_facts import build_facts, declared_facts
-from ansible.module_utils.roofline import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import build_facts, declared_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.roofline import (
     EFFICIENCY,
     RooflineError,
     decode_upper_bound,

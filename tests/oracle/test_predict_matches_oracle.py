@@ -3,7 +3,7 @@
 The fixtures in tests/fixtures/oracle/<release>/<profile>.json were made by
 scripts/sglang_oracle.py, which runs the release's real ``ServerArgs`` resolution (real
 wheel, real ``__post_init__`` / arg_groups pipeline, GPU facts and config.json patched in)
-and shares no code with module_utils/sglang_source/. Each audited optimisation that
+and shares no code with plugins/module_utils/source/. Each audited optimisation that
 predict() reports must have the value SGLang itself resolves.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _load(name, path):
 
 
 oracle = _load("_sglang_oracle", REPO / "scripts" / "sglang_oracle.py")
-sgs = _load("_sglang_source", REPO / "module_utils" / "sglang_source" / "__init__.py")
+sgs = _load("_sglang_source", REPO / "plugins" / "module_utils" / "source" / "__init__.py")
 wheels = _load("_wheels", REPO / "tests" / "wheels.py")
 
 CASES = sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.json"))

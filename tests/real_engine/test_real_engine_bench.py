@@ -7,13 +7,14 @@ import json
 import urllib.request
 
 import pytest
-from ansible.module_utils.bench_client import (
+from ansible_run import run_module
+from make_tiny_model import make_tiny_model
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import (
     build_payload,
     run_benchmark,
     stream_request,
 )
-from ansible_run import run_module
-from make_tiny_model import make_tiny_model
 
 pytestmark = pytest.mark.real_engine
 

@@ -6,8 +6,14 @@ import threading
 import time
 
 import pytest
-from ansible.module_utils.bench_client import BenchError, build_payload, run_benchmark, stream_request
 from conftest import LlamaServer
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import (
+    BenchError,
+    build_payload,
+    run_benchmark,
+    stream_request,
+)
 
 pytestmark = pytest.mark.real_engine
 

@@ -49,7 +49,7 @@ MTP1_ARGV = ["--tp", "2", "--speculative-algorithm", "NEXTN", "--speculative-num
 ORACLE = REPO / "tests" / "fixtures" / "oracle"
 
 
-SOURCE_READER = REPO / "module_utils" / "sglang_source"   # the reader package
+SOURCE_READER = REPO / "plugins" / "module_utils" / "source"   # the reader package
 
 
 def free_port() -> int:

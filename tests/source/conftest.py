@@ -1,7 +1,8 @@
 """Fixtures shared by the source reader's tests on real wheels."""
 import pytest
-from ansible.module_utils.sglang_source import load_source
 from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import load_source
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""Where SGLang knowledge lives: the layout registry (module_utils/sglang_source/layouts/) and the
-registry of audited optimisations (module_utils/sglang_source/optimisations.py).
+"""Where SGLang knowledge lives: the layout registry (plugins/module_utils/source/layouts/) and the
+registry of audited optimisations (plugins/module_utils/source/optimisations.py).
 
 A new flag layout is one module under layouts/ plus one entry of LAYOUTS; a new audited
 optimisation is one entry of OPTIMISATIONS plus its predictor in predict.py (CONTRIBUTING.md).
@@ -8,10 +8,18 @@ import importlib
 import json
 
 import pytest
-from ansible.module_utils.sglang_source import UnknownLayout, layouts, load_source, normalise_argv, predict
-from ansible.module_utils.sglang_source.extract import _callee, _Extractor, _is_dataclass
-from ansible.module_utils.sglang_source.layouts.base import Layout, add_cli_args, calls_in
-from ansible.module_utils.sglang_source.optimisations import (
+from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import (
+    UnknownLayout,
+    layouts,
+    load_source,
+    normalise_argv,
+    predict,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.source.extract import _callee, _Extractor, _is_dataclass
+from ansible_collections.sglang.fleet.plugins.module_utils.source.layouts.base import Layout, add_cli_args, calls_in
+from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import (
     BY_LABEL,
     EXPECT_KEYS,
     OPTIMISATIONS,
@@ -20,10 +28,9 @@ from ansible.module_utils.sglang_source.optimisations import (
     STATUSES,
     Status,
 )
-from ansible.module_utils.sglang_source.tree import _Tree
-from wheels import sglang_source_tree
+from ansible_collections.sglang.fleet.plugins.module_utils.source.tree import _Tree
 
-predict_module = importlib.import_module("ansible.module_utils.sglang_source.predict")  # the package's predict is the function
+predict_module = importlib.import_module("ansible_collections.sglang.fleet.plugins.module_utils.source.predict")  # the package's predict is the function
 
 # One release of each layout, oldest layout first.
 RELEASE_OF_LAYOUT = {"A": "0.5.11", "B": "0.5.18", "C": "0.5.23"}

@@ -1,11 +1,12 @@
 """The flag check, audit and drift read the installed SGLang on the host, with the host's own Python:
-the reader (module_utils/sglang_source/) and the static audit (module_utils/sglang_audit.py) must
+the reader (plugins/module_utils/source/) and the static audit (plugins/module_utils/audit/host_audit.py) must
 give the same flag table, validation, normalised argv and audit under each Python 3.9-3.13 present
 as under the test runner's, on a real release of each source layout; under 3.8 (still an Ansible
 target) the reader refuses with what to do, where it used to fail half-way with an AttributeError.
 
-Each interpreter runs the modules as Ansible ships them to a host: module_utils under
-`ansible.module_utils` (a bare package here: no ansible-core on the host), standard library only.
+Each interpreter imports the module_utils as Ansible ships them to a host: the collection's
+`ansible_collections.sglang.fleet.plugins.module_utils` packages (no ansible-core on the host),
+standard library only.
 """
 
 import json
@@ -26,15 +27,12 @@ ARGS = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorith
 ARGV_EXTRA = ["--tp", "2", "--cuda-graph-max-bs", "8", "--enable-ep-moe", "--mem-fraction-statc", "0.8"]
 HARDWARE = {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2}
 DRIVER = """
-import json, sys, types
-root = sys.argv[1]
-ansible = types.ModuleType("ansible"); ansible.__path__ = []
-mu = types.ModuleType("ansible.module_utils"); mu.__path__ = [root]
-sys.modules.update({"ansible": ansible, "ansible.module_utils": mu})
-from ansible.module_utils import sglang_source as reader
-from ansible.module_utils.gpu_facts import declared_facts
-from ansible.module_utils.sglang_args import to_argv
-from ansible.module_utils.sglang_audit import static_audit
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.sglang.fleet.plugins.module_utils import source as reader
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import to_argv
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import static_audit
 
 case = json.loads(sys.argv[2])
 out = {}
@@ -60,7 +58,7 @@ def case():
 
 
 def run(exe, case):
-    p = subprocess.run([exe, "-I", "-c", DRIVER, str(REPO / "module_utils"), case], capture_output=True, text=True,
+    p = subprocess.run([exe, "-I", "-c", DRIVER, str(REPO / ".collections"), case], capture_output=True, text=True,
                        timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)
@@ -89,7 +87,7 @@ def test_an_older_python_is_refused_with_what_to_do(case):
     exe = interpreter(8)
     if exe is None:
         pytest.skip("no Python 3.8 on this machine")
-    p = subprocess.run([exe, "-I", "-c", DRIVER, str(REPO / "module_utils"), case], capture_output=True, text=True,
+    p = subprocess.run([exe, "-I", "-c", DRIVER, str(REPO / ".collections"), case], capture_output=True, text=True,
                        timeout=300, check=False)
     assert p.returncode != 0
     assert (f"UnsupportedPython: reading SGLang's source on the host needs Python 3.9 or newer, and Ansible runs "

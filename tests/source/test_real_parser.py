@@ -11,8 +11,14 @@ import subprocess
 import sys
 
 import pytest
-from ansible.module_utils.sglang_source import FLAG_HISTORY, _vtuple, load_source, validate_argv
 from wheels import CACHE, VERSIONS, _pip_python, sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import (
+    FLAG_HISTORY,
+    _vtuple,
+    load_source,
+    validate_argv,
+)
 
 pytestmark = pytest.mark.wheels
 DUMP = pathlib.Path(__file__).with_name("real_parser_dump.py")

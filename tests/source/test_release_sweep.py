@@ -11,8 +11,9 @@ import sys
 import textwrap
 
 import pytest
-from ansible.module_utils.sglang_source import Runtime, load_source
 from wheels import REPO, sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import Runtime, load_source
 
 pytestmark = pytest.mark.wheels
 

@@ -2,7 +2,8 @@
 import textwrap
 
 import pytest
-from ansible.module_utils.sglang_source import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     FLAG_HISTORY,
     Runtime,
     UnknownLayout,

@@ -1,12 +1,13 @@
 """sglang_source against real SGLang wheels from PyPI (the facts in shared/notes/sglang-facts.md)."""
 import pytest
-from ansible.module_utils.sglang_source import (
+from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     build_parser,
     normalise_argv,
     predict,
     validate_argv,
 )
-from wheels import sglang_source_tree
 
 pytestmark = pytest.mark.wheels
 

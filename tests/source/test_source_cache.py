@@ -1,4 +1,4 @@
-"""The per-venv cache of the source reader (module_utils/sglang_source_cache.py) on real releases:
+"""The per-venv cache of the source reader (plugins/module_utils/source/cache.py) on real releases:
 the cached reading is the reading, and anything that could make it untrue means reading again."""
 
 import os
@@ -6,8 +6,10 @@ import pathlib
 import shutil
 
 import pytest
-from ansible.module_utils import sglang_source, sglang_source_cache
 from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils import source as sglang_source
+from ansible_collections.sglang.fleet.plugins.module_utils.source import cache as sglang_source_cache
 
 
 @pytest.fixture

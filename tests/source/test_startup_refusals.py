@@ -11,9 +11,10 @@ SGLang's own resolution.
 import re
 
 import pytest
-from ansible.module_utils.sglang_source import validate_argv
 from ansible_run import run_module
 from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.source import validate_argv
 
 pytestmark = pytest.mark.wheels
 

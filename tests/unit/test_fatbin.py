@@ -1,4 +1,4 @@
-"""module_utils/fatbin.py against real bytes carved from sglang-kernel 0.4.10's aarch64 wheel
+"""plugins/module_utils/compat/fatbin.py against real bytes carved from sglang-kernel 0.4.10's aarch64 wheel
 (tests/fixtures/fatbin/README.md says where each byte came from), plus its error paths."""
 
 import gzip
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from module_utils import fatbin
+from ansible_collections.sglang.fleet.plugins.module_utils.compat import fatbin
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "fatbin"
 

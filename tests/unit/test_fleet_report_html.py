@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy
 import pytest
-from ansible.module_utils.gpu_facts import declared_facts
-from ansible.module_utils.sglang_release import record as record_release
-from ansible.module_utils.sglang_verify import evaluate, read_history
 from PIL import Image, ImageStat
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.release.records import record as record_release
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate, read_history
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "fleet_reports"
@@ -48,7 +49,7 @@ def _load_module(path, name):
     return module
 
 
-write_report = _load_module(REPO / "action_plugins" / "sglang_report.py", "sglang_report_action").write_report
+write_report = _load_module(REPO / "plugins" / "action" / "sglang_report.py", "sglang_report_action").write_report
 fleet_report = _load_module(REPO / "scripts" / "fleet_report.py", "fleet_report")
 
 

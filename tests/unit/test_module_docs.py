@@ -19,9 +19,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 ANSIBLE_DOC = str(pathlib.Path(sys.executable).with_name("ansible-doc"))
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 
-# Every module: the project's library/ and each role's own (the router's).
-MODULES = sorted((str(p.parent.relative_to(REPO)), p.stem) for p in
-                 [*(REPO / "library").glob("*.py"), *(REPO / "roles").glob("*/library/*.py")])
+# Every module of the collection (the router's included), by FQCN as users call them.
+MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
 
 # ansible-doc finds the filters of filter_plugins/ (ansible.cfg) as ansible.legacy.<name>, but none of
 # them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
@@ -30,7 +29,9 @@ FILTERS_WITHOUT_DOCS = [
     "env_file_line", "sglang_args_problems", "sglang_argv", "sglang_expect_problems", "sglang_is_loopback",
     "sglang_host_model", "sglang_local_url",
     "sglang_multinode_batches", "sglang_multinode_gpu_problems", "sglang_multinode_plan", "sglang_multinode_without",
-    "sglang_pd_plan", "sglang_redact", "sglang_release_lines", "sglang_same_machine", "sglang_unit_lines",
+    "sglang_pd_plan", "sglang_redact", "sglang_release_lines", "sglang_router_key_problems", "sglang_router_pd_plan",
+    "sglang_router_worker_keys", "sglang_router_worker_url", "sglang_router_worker_urls", "sglang_same_machine",
+    "sglang_unit_lines",
     "sglang_unit_value_problems", "systemd_quote", "unknown_role_vars", "unknown_vars",
 ]
 
@@ -63,20 +64,21 @@ def _entry_problems(entries, allowed, where) -> list:
     return out
 
 
-@pytest.mark.parametrize(("library", "module"), MODULES, ids=[m for _, m in MODULES])
-def test_module_documentation(library, module):
-    text = ansible_doc("-M", library, module)
+@pytest.mark.parametrize("module", MODULES)
+def test_module_documentation(module):
+    fqcn = f"sglang.fleet.{module}"
+    text = ansible_doc(fqcn)
     assert text.returncode == 0, text.stderr
-    assert text.stdout.startswith(f"> MODULE {module} (")
-    got = ansible_doc("--json", "-M", library, module)
+    assert text.stdout.startswith(f"> MODULE {fqcn} (")
+    got = ansible_doc("--json", fqcn)
     assert got.returncode == 0, got.stderr
-    doc = json.loads(got.stdout)[module]
+    doc = json.loads(got.stdout)[fqcn]
     problems = [f"description item is not text: {d!r}" for d in doc["doc"]["description"] if not _is_text(d)]
     problems += _entry_problems(doc["doc"].get("options"), OPTION_KEYS, "options")
     problems += _entry_problems(doc["return"], RETURN_KEYS, "RETURN")
     assert problems == []
     tasks = yaml.safe_load(doc["examples"])
-    assert isinstance(tasks, list) and any(module in task for task in tasks), doc["examples"]
+    assert isinstance(tasks, list) and any(fqcn in task for task in tasks), doc["examples"]
 
 
 def _filter_names() -> list:

@@ -10,14 +10,19 @@ import shutil
 import tempfile
 
 import pytest
-from ansible.module_utils.gpu_facts import build_facts, declared_facts, declared_mismatch
-from ansible.module_utils.sglang_args import check_args, check_expect
-from ansible.module_utils.sglang_host_check import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import check_args, check_expect
+from ansible_collections.sglang.fleet.plugins.module_utils.host.check import (
     listening_inodes,
     machine_id,
     model_problem,
     port_owners,
     port_problem,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import (
+    build_facts,
+    declared_facts,
+    declared_mismatch,
 )
 
 GPU = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "gpu"

@@ -13,7 +13,7 @@ import yaml
 from ansible_run import REPO
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
-CODE = [p for top in ("playbooks", "roles", "filter_plugins", "library", "action_plugins", "module_utils", "lab")
+CODE = [p for top in ("playbooks", "roles", "filter_plugins", "plugins", "lab")
         for p in (REPO / top).rglob("*") if p.suffix in (".yml", ".yaml", ".j2", ".py") and p.is_file()]
 CODE += [p for p in REPO.glob("*.yml")]
 

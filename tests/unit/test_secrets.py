@@ -11,8 +11,16 @@ import pathlib
 
 import pytest
 import yaml
-from ansible.module_utils.gpu_facts import declared_facts
-from ansible.module_utils.sglang_args import (
+from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import (
+    load_installed,
+    read_model_config,
+    read_server,
+    runtime_audit,
+    static_audit,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     REDACTED,
     is_secret_flag,
     redact_argv,
@@ -20,14 +28,7 @@ from ansible.module_utils.sglang_args import (
     redact_text,
     to_argv,
 )
-from ansible.module_utils.sglang_audit import (
-    load_installed,
-    read_model_config,
-    read_server,
-    runtime_audit,
-    static_audit,
-)
-from wheels import sglang_source_tree
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KEY, ADMIN = "canary-K3y-0a1b", "canary-Adm-9z8y"

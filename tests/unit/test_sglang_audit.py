@@ -1,10 +1,12 @@
-"""module_utils/sglang_audit.py without a real SGLang tree: wording, expectations, runtime compare, HTTP."""
+"""plugins/module_utils/audit/host_audit.py without a real SGLang tree: wording, expectations, runtime compare, HTTP."""
 import json
 import socket
 import types
 
 import pytest
-from ansible.module_utils.sglang_audit import (
+from local_http import QuietHandler, serving
+
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import (
     AuditError,
     Check,
     _check_optimisation,
@@ -15,8 +17,7 @@ from ansible.module_utils.sglang_audit import (
     read_server,
     runtime_audit,
 )
-from ansible.module_utils.sglang_source import Finding
-from local_http import QuietHandler, serving
+from ansible_collections.sglang.fleet.plugins.module_utils.source import Finding
 
 PIECEWISE_ON = Finding("prefill/piecewise CUDA graph", "on", True,
                        "on by default in sglang 0.5.11; no auto-disable rule matched the checked conditions "

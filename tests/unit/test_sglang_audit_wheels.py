@@ -13,9 +13,9 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils.gpu_facts import declared_facts
-from ansible.module_utils.sglang_args import to_argv
-from ansible.module_utils.sglang_audit import (
+from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import (
     AuditError,
     load_installed,
     read_model_config,
@@ -23,7 +23,8 @@ from ansible.module_utils.sglang_audit import (
     runtime_audit,
     static_audit,
 )
-from wheels import sglang_source_tree
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import to_argv
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
 
 pytestmark = pytest.mark.wheels
 
@@ -231,7 +232,7 @@ def test_runtime_server_started_with_other_flags(tmp_path):
 
 def run_module(args, check=False):
     argv = [str(pathlib.Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "sglang_audit", "-a", json.dumps(args), "-vvv"]
+            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "sglang.fleet.sglang_audit", "-a", json.dumps(args), "-vvv"]
     if check:
         argv.append("--check")
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",

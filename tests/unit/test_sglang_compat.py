@@ -10,8 +10,8 @@ import urllib.error
 
 import pytest
 import yaml
-from ansible.module_utils.gpu_facts import build_facts, declared_facts
-from ansible.module_utils.sglang_compat import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
     bad_ignores,
     check_disk,
     check_driver,
@@ -25,8 +25,14 @@ from ansible.module_utils.sglang_compat import (
     runs_on,
     verdict,
 )
-from ansible.module_utils.sglang_compat_release import CompatError, Pypi, uv_reason
-from ansible.module_utils.sglang_host_check import free_bytes, meminfo, model_facts, python_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.compat.release_facts import CompatError, Pypi, uv_reason
+from ansible_collections.sglang.fleet.plugins.module_utils.host.check import (
+    free_bytes,
+    meminfo,
+    model_facts,
+    python_facts,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import build_facts, declared_facts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "compat"
@@ -391,7 +397,7 @@ def test_verdict_worst_status_summary_and_ignore():
     assert bad_ignores(["memory_fit", "memroy_fit"]) == ["memroy_fit"]
 
 
-# --- host facts (module_utils/sglang_host_check.py) --------------------------------------------------------------------
+# --- host facts (plugins/module_utils/host/check.py) --------------------------------------------------------------------
 
 def test_model_facts_from_the_index_else_the_safetensors(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**QWEN36, "vision_config": {"depth": 27}}))
@@ -415,7 +421,7 @@ def test_meminfo_python_probe_and_free_space(tmp_path):
     assert free == os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
 
 
-# --- PyPI files and their cache (module_utils/sglang_compat_release.py) ----------------------------------------------------
+# --- PyPI files and their cache (plugins/module_utils/compat/release_facts.py) ----------------------------------------------------
 
 def test_pypi_json_api_then_the_simple_index_then_the_cache(tmp_path):
     calls = []

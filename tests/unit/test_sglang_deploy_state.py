@@ -1,4 +1,4 @@
-"""A host in sync with its last complete deploy (module_utils/sglang_deploy_state.py, action_plugins/
+"""A host in sync with its last complete deploy (plugins/module_utils/release/deploy_state.py, action_plugins/
 sglang_deploy_state.py): what is saved, what counts as a difference, and what the fingerprint holds."""
 
 import importlib.util
@@ -9,10 +9,17 @@ import subprocess
 import time
 
 import pytest
-from ansible.module_utils.sglang_deploy_state import check, file_differences, load, save, snapshot
 from ansible_run import REPO, run_module
 
-spec = importlib.util.spec_from_file_location("deploy_state_action", REPO / "action_plugins" / "sglang_deploy_state.py")
+from ansible_collections.sglang.fleet.plugins.module_utils.release.deploy_state import (
+    check,
+    file_differences,
+    load,
+    save,
+    snapshot,
+)
+
+spec = importlib.util.spec_from_file_location("deploy_state_action", REPO / "plugins" / "action" / "sglang_deploy_state.py")
 action = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(action)
 
@@ -151,8 +158,9 @@ def test_a_host_in_sync_is_still_compared_with_the_others_for_two_names_of_one_m
 def deployed(tmp_path):
     """A host as a complete deploy of ct129's flags on 0.5.11 leaves it, its server process running
     (a real process, whose start time restart_pending reads) and its record saved."""
-    from ansible.module_utils.sglang_args import systemd_quote, to_argv  # noqa: PLC0415
     from wheels import ml_env_on_disk  # noqa: PLC0415
+
+    from ansible_collections.sglang.fleet.plugins.module_utils.host.args import systemd_quote, to_argv  # noqa: PLC0415
 
     root = tmp_path / "ml-env"
     venv, lock = ml_env_on_disk(root)
@@ -186,7 +194,11 @@ def test_deploy_is_in_sync_exactly_when_drift_is(deployed):
     unit while every file the deploy left is as saved (a hand-started server, a hand edit reverted
     without a restart) is drift, so deploy does not skip the host; the same host running the unit's
     flags is in sync for both."""
-    from ansible.module_utils.sglang_drift import desired_state, drift_report, observe  # noqa: PLC0415
+    from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift import (  # noqa: PLC0415
+        desired_state,
+        drift_report,
+        observe,
+    )
 
     tmp_path, desired, argv, pid = deployed
     unit = desired["unit_file"]

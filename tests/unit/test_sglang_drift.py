@@ -9,8 +9,9 @@ import pathlib
 
 import pytest
 import yaml
-from ansible.module_utils.sglang_args import REDACTED, flag_groups, redact_argv, systemd_quote, to_argv
-from ansible.module_utils.sglang_drift import (
+from wheels import ml_env_on_disk, sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift import (
     compare,
     desired_state,
     drift_report,
@@ -20,9 +21,15 @@ from ansible.module_utils.sglang_drift import (
     systemd_split,
     unit_exec_start,
 )
-from ansible.module_utils.sglang_observe import parse_cmdline, parse_show
-from ansible.module_utils.sglang_source import load_source
-from wheels import ml_env_on_disk, sglang_source_tree
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
+    REDACTED,
+    flag_groups,
+    redact_argv,
+    systemd_quote,
+    to_argv,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.source import load_source
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import parse_cmdline, parse_show
 
 pytestmark = pytest.mark.wheels
 

@@ -90,7 +90,7 @@ def test_only_module_utils_sglang_args_merges_the_inventory_s_args():
     merging = sorted(f for f in files if (REPO / f).is_file() and not f.startswith(("tests/", "inventories/", "group_vars/", "molecule/"))
                      and not f.endswith("argument_specs.yml")
                      and MERGE.search((REPO / f).read_text()))
-    assert merging == ["module_utils/sglang_args.py"]
+    assert merging == ["plugins/module_utils/host/args.py"]
 
 
 def test_the_host_models_defaults_are_the_roles_defaults():

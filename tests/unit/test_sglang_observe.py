@@ -1,4 +1,4 @@
-"""The observe layer (module_utils/sglang_observe.py): the one way the project reads a host.
+"""The observe layer (plugins/module_utils/transport/observe.py): the one way the project reads a host.
 
 Real processes, a real HTTP server on 127.0.0.1 and systemctl's own output format; and a scan
 that keeps every other module off `systemctl show` and off HTTP to the host.
@@ -12,7 +12,10 @@ import time
 import urllib.error
 
 import pytest
-from ansible.module_utils.sglang_observe import (
+from ansible_run import REPO
+from local_http import QuietHandler, serving
+
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
     get_json,
     http_status,
     main_pid,
@@ -21,8 +24,6 @@ from ansible.module_utils.sglang_observe import (
     read_service,
     systemd_show,
 )
-from ansible_run import REPO
-from local_http import QuietHandler, serving
 
 
 def test_systemd_show_asks_one_property_per_flag_and_reads_its_lines():
@@ -108,9 +109,9 @@ def test_http_status_is_the_status_or_why_nothing_answered(server):
 def test_no_other_module_reads_systemd_or_a_hosts_http_itself():
     """systemctl show and urllib GETs live in the observe layer (the PyPI index reader and the
     benchmark client talk to other things: the index, and the server under load)."""
-    allowed = {"module_utils/sglang_observe.py", "module_utils/sglang_compat_release.py", "module_utils/bench_client.py"}
+    allowed = {"plugins/module_utils/transport/observe.py", "plugins/module_utils/compat/release_facts.py", "plugins/module_utils/verify/bench_client.py"}
     found = []
-    for top in ("module_utils", "library", "action_plugins", "roles"):
+    for top in ("plugins", "roles"):
         for path in (REPO / top).rglob("*.py"):
             rel = str(path.relative_to(REPO))
             text = path.read_text(encoding="utf-8")

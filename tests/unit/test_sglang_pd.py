@@ -1,6 +1,6 @@
 """PD disaggregation as inventory groups: the servers' derived --disaggregation-mode and
 --disaggregation-bootstrap-port (filter_plugins/sglang_pd.py), the router's --prefill/--decode
-(roles/sglang_router/filter_plugins/sglang_router.py), and every refusal of a bad pair."""
+(filter_plugins/sglang_router.py), and every refusal of a bad pair."""
 import importlib.util
 import pathlib
 
@@ -17,7 +17,7 @@ def _load(name, path):
 
 
 pd = _load("sglang_pd", "filter_plugins/sglang_pd.py")
-router = _load("sglang_router_filters", "roles/sglang_router/filter_plugins/sglang_router.py")
+router = _load("sglang_router_filters", "filter_plugins/sglang_router.py")
 
 PAIR = {"sglang_pd_prefill_group": "qwen_prefill", "sglang_pd_decode_group": "qwen_decode"}
 

@@ -1,4 +1,4 @@
-"""Release records on a host (module_utils/sglang_release.py), on a scratch folder standing for /."""
+"""Release records on a host (plugins/module_utils/release/records.py), on a scratch folder standing for /."""
 
 import json
 import os
@@ -7,8 +7,9 @@ import sys
 import time
 
 import pytest
-from ansible.module_utils.sglang_args import fingerprint
-from ansible.module_utils.sglang_release import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
+from ansible_collections.sglang.fleet.plugins.module_utils.release.records import (
     ReleaseError,
     prune,
     read_state,

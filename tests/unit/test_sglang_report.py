@@ -1,4 +1,4 @@
-"""The shared report writer (action_plugins/sglang_report.py), run as a playbook runs it."""
+"""The shared report writer (plugins/action/sglang_report.py), run as a playbook runs it."""
 
 import json
 import stat

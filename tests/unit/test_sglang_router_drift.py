@@ -1,4 +1,4 @@
-"""Router drift and verify through the router (module_utils/sglang_router_drift.py,
+"""Router drift and verify through the router (plugins/module_utils/router/drift.py,
 sglang_router_verify.py): what the router host shows against the inventory, item by item, and the
 fleet's benchmark against the sum of its replicas. The real router and release parser run in
 tests/lab/test_router_lab.py; here the host's views are given."""
@@ -13,9 +13,21 @@ import threading
 import time
 
 import pytest
-from ansible.module_utils.sglang_router_drift import compare, drift_report, observe, redact_router_argv
-from ansible.module_utils.sglang_router_verify import RouterVerifyError, compare_pd, load_reports, plan, plan_pd
-from ansible.module_utils.sglang_router_verify import compare as verify_compare
+
+from ansible_collections.sglang.fleet.plugins.module_utils.router.drift import (
+    compare,
+    drift_report,
+    observe,
+    redact_router_argv,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.router.verify import (
+    RouterVerifyError,
+    compare_pd,
+    load_reports,
+    plan,
+    plan_pd,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.router.verify import compare as verify_compare
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 VENV = "/opt/ml-env/sglang-router-0.3.2"

@@ -46,8 +46,8 @@ def package():
 def check(package, argv):
     """(rc, result) of `ansible localhost -m sglang_router_flags`, as preflight.yml runs it."""
     cmd = [str(pathlib.Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
-           "-e", f"ansible_python_interpreter={sys.executable}", "-M", str(REPO / "roles/sglang_router/library"),
-           "-m", "sglang_router_flags", "-a", json.dumps({"source_dir": str(package), "argv": argv, "host": "lb1"})]
+           "-e", f"ansible_python_interpreter={sys.executable}",
+           "-m", "sglang.fleet.sglang_router_flags", "-a", json.dumps({"source_dir": str(package), "argv": argv, "host": "lb1"})]
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
            "ANSIBLE_NOCOLOR": "1"}
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)

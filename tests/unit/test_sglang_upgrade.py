@@ -1,4 +1,4 @@
-"""Upgrade preview (module_utils/sglang_upgrade.py) on the real sglang 0.5.11 and 0.5.23 wheels.
+"""Upgrade preview (plugins/module_utils/compat/upgrade.py) on the real sglang 0.5.11 and 0.5.23 wheels.
 
 ct129 (inventories/lab) runs 0.5.11 (era A); 0.5.23 (era C) turns its prefill CUDA graph on (the
 breakable allow-list) where 0.5.11 auto-disables it for a multimodal model. The playbook's bad
@@ -11,11 +11,12 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils.sglang_source import load_source
-from ansible.module_utils.sglang_upgrade import preview, serving_topic
 from ansible_run import run_module
 from local_http import QuietHandler, serving
 from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.compat.upgrade import preview, serving_topic
+from ansible_collections.sglang.fleet.plugins.module_utils.source import load_source
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMON = yaml.safe_load((REPO / "group_vars" / "all" / "sglang.yml").read_text())["sglang_args_common"]

@@ -3,8 +3,9 @@
 import json
 
 import pytest
-from ansible.module_utils.gpu_facts import declared_facts
-from ansible.module_utils.sglang_verify import (
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import (
     VerifyError,
     baseline,
     evaluate,

@@ -12,7 +12,10 @@ import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.sglang_wheels import (
+from ansible_run import REPO, run_module
+from wheels import VERSIONS, sglang_wheel
+
+from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     LOCKSTEP,
     WheelError,
     choose_wheel,
@@ -25,8 +28,6 @@ from ansible.module_utils.sglang_wheels import (
     serving_extras,
     wheel_pins,
 )
-from ansible_run import REPO, run_module
-from wheels import VERSIONS, sglang_wheel
 
 pytestmark = pytest.mark.wheels
 

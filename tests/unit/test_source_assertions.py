@@ -14,10 +14,15 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils.gpu_facts import declared_facts
-from ansible.module_utils.sglang_assertions import MAX_FILES, evaluate, validate
-from ansible.module_utils.sglang_audit import AuditError, load_installed, static_audit
 from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.assertions import MAX_FILES, evaluate, validate
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import (
+    AuditError,
+    load_installed,
+    static_audit,
+)
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LAB_CT129 = yaml.safe_load((REPO / "inventories" / "lab" / "host_vars" / "ct129.yml").read_text())
@@ -339,7 +344,7 @@ def test_static_audit_refuses_bad_assertion_data(tmp_path):
 def run_module(args):
     """The sglang_audit module as Ansible runs it (as tests/unit/test_sglang_audit_wheels.py does)."""
     argv = [str(pathlib.Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "sglang_audit", "-a", json.dumps(args)]
+            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "sglang.fleet.sglang_audit", "-a", json.dumps(args)]
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "0"}
     p = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)

@@ -20,7 +20,11 @@ import jinja2
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.sglang_args import (
+from ansible.plugins.filter.core import FilterModule as CoreFilters
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     SECRET_ARGS,
     ArgsError,
     env_file_line,
@@ -28,9 +32,6 @@ from ansible.module_utils.sglang_args import (
     to_argv,
     unit_value_problems,
 )
-from ansible.plugins.filter.core import FilterModule as CoreFilters
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_service"

@@ -1,0 +1,424 @@
+"""Verify a running SGLang under load: gates and a report (stdlib only).
+
+Input: benchmark results (bench_client.run_benchmark, one per concurrency level; the level-1 run
+is the single-stream run), the host's thresholds, its history (records of previous runs, as
+written to `verify-history.jsonl`), GPU facts, model weight bytes, TP size and the SGLang version
+and arguments. Output: a report with three gates, each `pass`, `fail` or `skip`:
+
+- `floor`: single-stream decode tok/s >= `min_decode_tok_s` (0: no floor);
+- `history`: each measured metric (single-stream decode tok/s, output tok/s at every other
+  concurrency level) within `regression_tolerance_pct` % below the median of the host's last
+  `history_window` PASSING runs with the same fingerprint (SGLang version + normalised argv)
+  and the same workload (API, input/output lengths, concurrency levels);
+  no such run yet: `skip`, and this run starts the baseline;
+- `accept_length`: speculative decoding configured -> the server's accept length >=
+  `min_accept_length` (0: off); none reported counts as a failure (MTP silently off);
+- `last_good`: each metric within `regression_tolerance_pct` % below the host's last known good
+  release (plugins/module_utils/release/records.py) on the same model, GPUs and workload, whatever its
+  version or flags: the regression a version or flag change brings, which `history` cannot see
+  (a new fingerprint has no history). `accept_regression` reports the drop without failing.
+
+Every failure message puts measured value, threshold, history median and roofline side by side
+and says what to check. The roofline (plugins/module_utils/verify/roofline.py) is the memory-bandwidth upper
+bound of single-stream decode; the report shows the measured efficiency against it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.roofline import (
+    RooflineError,
+    decode_upper_bound,
+    efficiency_pct,
+)
+
+DECODE = "decode_tok_s@1"
+GATES = ("floor", "history", "accept_length", "last_good")
+CHECK_SPEED = ("check: GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), other processes on the GPUs "
+               "(nvidia-smi), the resolved settings (ansible-playbook audit.yml -l {host}), the service log")
+CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.yml -l {host}: "
+              "speculative_algorithm and speculative_num_steps in /server_info; MTP can be silently off, "
+              "sglang PR #23859), the draft model / MTP weights, speculative_num_steps and "
+              "speculative_num_draft_tokens in sglang_args")
+
+
+class VerifyError(ValueError):
+    """Input the verification cannot use."""
+
+
+def _num(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fmt(value, unit="tok/s", digits=1):
+    return "n/a" if value is None else f"{value:.{digits}f} {unit}".rstrip()
+
+
+def median(values):
+    """Median of a non-empty list of numbers (mean of the middle two for an even count)."""
+    vals = sorted(values)
+    if not vals:
+        raise VerifyError("median of an empty list")
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def tp_size_of(args):
+    """The TP size from the arguments (tp_size, its alias tensor_parallel_size), default 1."""
+    tp = args.get("tp_size", args.get("tensor_parallel_size")) or 1
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise VerifyError(f"tp_size must be a whole number >= 1, got {tp!r}")
+    return tp
+
+
+def speculative_algorithm(args):
+    """The configured speculative algorithm (None when speculative decoding is off)."""
+    algo = args.get("speculative_algorithm")
+    return str(algo) if algo else None
+
+
+def levels(bench):
+    """Per concurrency level: decode tok/s per stream (p50), output tok/s, TTFT/ITL p50, errors.
+
+    `bench`: list of run_benchmark results (any order); one of them must be at concurrency 1.
+    """
+    out = {}
+    for res in bench:
+        c = res.get("concurrency")
+        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise VerifyError(f"benchmark result without a valid concurrency: {c!r}")
+        if c in out:
+            raise VerifyError(f"two benchmark results at concurrency {c}")
+        out[c] = {
+            "concurrency": c,
+            "decode_tok_s": (res.get("decode_tok_s_per_stream") or {}).get("p50"),
+            "output_tok_s": res.get("output_throughput"),
+            "request_s": res.get("request_throughput"),
+            "ttft_ms_p50": (res.get("ttft_ms") or {}).get("p50"),
+            "itl_ms_p50": (res.get("itl_ms") or {}).get("p50"),
+            "e2e_ms_p50": (res.get("e2e_ms") or {}).get("p50"),
+            "completed": res.get("completed"),
+            "failed": res.get("failed"),
+            "accept_length": res.get("spec_accept_length"),
+            "api": res.get("api"),
+            "input_len": res.get("input_len"),
+            "output_len": res.get("output_len"),
+            "repeats": res.get("repeats"),
+        }
+    if 1 not in out:
+        raise VerifyError("no single-stream (concurrency 1) benchmark result")
+    if not _num(out[1]["decode_tok_s"]):
+        raise VerifyError(f"the single-stream run measured no decode speed (completed {out[1]['completed']}, "
+                          f"failed {out[1]['failed']}); output_len must be >= 2")
+    return [out[c] for c in sorted(out)]
+
+
+def metrics_of(lv):
+    """The gated metrics: single-stream decode tok/s and output tok/s at every other level."""
+    metrics = {DECODE: round(lv[0]["decode_tok_s"], 2)}
+    for row in lv[1:]:
+        if _num(row["output_tok_s"]):
+            metrics[f"output_tok_s@{row['concurrency']}"] = round(row["output_tok_s"], 2)
+    return metrics
+
+
+def metric_label(name):
+    """`decode_tok_s@1` -> `single-stream decode`, `output_tok_s@4` -> `output at concurrency 4`."""
+    kind, _, c = name.partition("@")
+    return "single-stream decode" if kind == "decode_tok_s" else f"output at concurrency {c}"
+
+
+def workload(lv):
+    """The benchmark's shape (`completions in=512 out=256 c=1,4`): runs of other shapes never compare."""
+    row = lv[0]
+    return (f"{row.get('api') or 'completions'} in={row.get('input_len')} out={row.get('output_len')} "
+            f"c={','.join(str(r['concurrency']) for r in lv)}")
+
+
+def baseline(history, fp_id, window, shape=None):
+    """Median per metric over the last `window` passing records with fingerprint `fp_id`.
+
+    Records of other fingerprints (version or flags), of another workload `shape` (when given),
+    failed runs and check-mode runs are ignored.
+    Returns {"runs": n, "window": window, "since": first stamp, "last": last stamp,
+    "median": {metric: value}, "accept_length": median or None}.
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise VerifyError(f"history_window must be a whole number >= 1, got {window!r}")
+    same = [r for r in history if isinstance(r, dict) and r.get("fingerprint") == fp_id and r.get("passed") is True
+            and isinstance(r.get("metrics"), dict) and (shape is None or r.get("workload") == shape)]
+    same.sort(key=lambda r: str(r.get("generated_at", "")))
+    used = same[-window:]
+    med = {}
+    for name in sorted({k for r in used for k in r["metrics"]}):
+        vals = [r["metrics"][name] for r in used if _num(r["metrics"].get(name))]
+        if vals:
+            med[name] = round(median(vals), 2)
+    acc = [r["accept_length"] for r in used if _num(r.get("accept_length"))]
+    return {
+        "runs": len(used), "window": window,
+        "since": used[0].get("generated_at") if used else None,
+        "last": used[-1].get("generated_at") if used else None,
+        "median": med, "accept_length": round(median(acc), 2) if acc else None,
+    }
+
+
+def roofline(gpu, weight_bytes, tp_size, accept_length):
+    """decode_upper_bound for the host, or {"error": why} when it cannot be computed."""
+    if not weight_bytes:
+        return {"error": "model weight bytes unknown (set sglang_model_weight_bytes, or give the model folder "
+                         "a model.safetensors.index.json / *.safetensors / config.json)"}
+    try:
+        return decode_upper_bound(gpu or {}, weight_bytes, tp_size, accept_length)
+    except RooflineError as exc:
+        return {"error": str(exc)}
+
+
+def _roof_text(roof, measured):
+    if "error" in roof:
+        return f"roofline n/a ({roof['error']})"
+    return (f"roofline {_fmt(roof['upper_bound_tok_s'])} at accept length {roof['accept_length']:.2f}, "
+            f"measured {efficiency_pct(measured, roof):.1f} % of it")
+
+
+def _hist_text(base, name):
+    if not base["runs"]:
+        return "history median n/a (no passing run with this version and flags yet)"
+    value = base["median"].get(name)
+    return f"history median {_fmt(value)} over {base['runs']} passing run{'s' if base['runs'] != 1 else ''}"
+
+
+def compare_metrics(metrics, reference, tol, ref_key):
+    """(rows, failed rows): each metric against its reference value (`ref_key` in the row), failing
+    when more than `tol` % below it; metrics without a positive reference are left out."""
+    rows = []
+    for name in sorted(metrics, key=lambda n: (n != DECODE, n)):
+        ref = reference.get(name)
+        if not _num(ref) or ref <= 0:
+            continue
+        value, limit = metrics[name], ref * (1 - tol / 100.0)
+        rows.append({"metric": name, "measured": value, ref_key: ref,
+                     "change_pct": -round(100.0 * (ref - value) / ref, 1), "threshold": round(limit, 2),
+                     "status": "pass" if value >= limit else "fail"})
+    return rows, [r for r in rows if r["status"] == "fail"]
+
+
+def _show(value):
+    return "unset" if value is None else json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) \
+        else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def what_changed(old_version, old_args, version, args):
+    """["sglang 0.5.11 -> 0.5.18", "speculative_num_steps 3 -> 1", ...] between two releases."""
+    changes = [f"sglang {old_version} -> {version}"] if str(old_version) != str(version) else []
+    old_args, args = old_args or {}, args or {}
+    for key in sorted(set(old_args) | set(args)):
+        if old_args.get(key) != args.get(key):
+            changes.append(f"{key} {_show(old_args.get(key))} -> {_show(args.get(key))}")
+    return changes
+
+
+def _gpu_key(gpu):
+    gpu = gpu or {}
+    return (gpu.get("gpu_model"), gpu.get("gpu_count"))
+
+
+def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression, side):
+    """The `last_good` gate (see module doc); `last_good` is the host's release record or None."""
+    gate = {"gate": "last_good", "status": "skip"}
+    if not last_good:
+        return {**gate, "message": "last known good: none on this host yet (the first release that passes every "
+                                   "gate becomes it)"}
+    lg = last_good.get("verify") or {}
+    name = (f"release {last_good.get('id')} (sglang {last_good.get('version')}, fingerprint "
+            f"{last_good.get('fingerprint')}, verified {lg.get('generated_at') or '?'})")
+    gate["release"] = last_good.get("id")
+    if last_good.get("fingerprint") == fp["id"]:
+        return {**gate, "message": f"last known good: this is the last known good {name}; history compares its runs"}
+    why = None
+    if str(last_good.get("model_path")) != str(args.get("model_path")):
+        why = f"another model ({last_good.get('model_path')})"
+    elif _gpu_key(last_good.get("gpu")) != _gpu_key(gpu):
+        why = "other GPUs ({} x{})".format(*_gpu_key(last_good.get("gpu")))
+    elif lg.get("workload") != shape:
+        why = f"another workload ({lg.get('workload')})"
+    elif not isinstance(lg.get("metrics"), dict):
+        why = "no verify result"
+    if why:
+        return {**gate, "message": f"last known good: {name} ran {why}; not compared"}
+    changed = what_changed(last_good.get("version"), last_good.get("args"), fp["version"], args)
+    rows, failed = compare_metrics(metrics, lg["metrics"], tol, "last_good")
+    gate.update({"tolerance_pct": tol, "metrics": rows, "changed": changed})
+    what = "what changed: " + (", ".join(changed) if changed else "nothing in version or flags (the environment?)")
+    if not failed:
+        worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
+        return {**gate, "status": "pass", "message": (
+            f"last known good: within {tol:g} % of {name}"
+            + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})" if worst else "")
+            + f"; {what}")}
+    parts = [f"{metric_label(r['metric'])} {_fmt(r['measured'])} is {-r['change_pct']:.1f} % below "
+             f"{_fmt(r['last_good'])} (threshold {_fmt(r['threshold'])} = last known good - {tol:g} %)" for r in failed]
+    msg = f"last known good: {'; '.join(parts)} of the last known good {name}; {what}; {side}"
+    if accept_regression:
+        return {**gate, "status": "accepted",
+                "message": msg + "; accepted as the new baseline (sglang_verify_accept_regression)"}
+    return {**gate, "status": "fail",
+            "message": msg + "; fix the inventory, or accept the new speed as the baseline with "
+                             "-e sglang_verify_accept_regression=true"}
+
+
+def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host="", stamp="", last_good=None,
+             accept_regression=False):
+    """Gates and report for one verification run (see module doc).
+
+    thresholds: min_decode_tok_s, min_accept_length, history_window, regression_tolerance_pct.
+    last_good: the host's last known good release record (plugins/module_utils/release/records.py) or None.
+    Returns {"ok", "failures", "lines", "line", "record", "report"}; `record` goes to history.
+    """
+    floor = float(thresholds.get("min_decode_tok_s") or 0)
+    min_acc = float(thresholds.get("min_accept_length") or 0)
+    window = thresholds.get("history_window", 5)
+    tol = float(thresholds.get("regression_tolerance_pct", 5))
+    if floor < 0 or min_acc < 0 or not 0 <= tol < 100:
+        raise VerifyError(f"thresholds out of range: min_decode_tok_s {floor:g}, min_accept_length {min_acc:g}, "
+                          f"regression_tolerance_pct {tol:g} (0 <= tolerance < 100)")
+    fp = fingerprint(version, args)
+    tp = tp_size_of(args)
+    algo = speculative_algorithm(args)
+    lv = levels(bench)
+    metrics = metrics_of(lv)
+    decode = metrics[DECODE]
+    # An accept length of 0 (the /metrics gauge of a server that never verified a draft) is none.
+    accept = next((row["accept_length"] for row in lv if _num(row["accept_length"]) and row["accept_length"] > 0),
+                  None)
+    shape = workload(lv)
+    base = baseline(history, fp["id"], window, shape)
+    roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
+    eff = None if "error" in roof else efficiency_pct(decode, roof)
+    side = f"{_hist_text(base, DECODE)}; {_roof_text(roof, decode)}"
+    gates = []
+
+    # (a) absolute floor
+    if floor <= 0:
+        gates.append({"gate": "floor", "status": "skip", "message": "floor: no sglang_verify_min_decode_tok_s set"})
+    else:
+        ok = decode >= floor
+        msg = (f"floor: single-stream decode {_fmt(decode)} {'>=' if ok else '<'} floor {_fmt(floor)} ({side})")
+        if not ok:
+            msg += "; " + CHECK_SPEED.format(host=host or "HOST")
+            if algo:
+                msg += f"; accept length {_fmt(accept, '', 2)}"
+        gates.append({"gate": "floor", "status": "pass" if ok else "fail", "measured": decode, "threshold": floor,
+                      "history_median": base["median"].get(DECODE), "message": msg})
+
+    # (b) regression against the host's own history
+    if not base["runs"]:
+        gates.append({"gate": "history", "status": "skip", "message": (
+            f"history: no passing run of sglang {fp['version']} with these flags (fingerprint {fp['id']}) and this "
+            f"workload ({shape}) yet; "
+            f"this run starts the baseline ({_roof_text(roof, decode)})")})
+    else:
+        rows, failed = compare_metrics(metrics, base["median"], tol, "history_median")
+        hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
+                   f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}")
+        if failed:
+            parts = [f"{metric_label(r['metric'])} {_fmt(r['measured'])} is {-r['change_pct']:.1f} % below the "
+                     f"history median {_fmt(r['history_median'])} (threshold {_fmt(r['threshold'])} = median - "
+                     f"{tol:g} %)" for r in failed]
+            msg = (f"history: {'; '.join(parts)} ({hist_of}; floor {_fmt(floor or None)}; "
+                   f"{_roof_text(roof, decode)}); check: what changed since {base['last']} (driver, CUDA, "
+                   f"firmware, GPU clocks, other load on the host, the model files), then "
+                   + CHECK_SPEED.format(host=host or "HOST").removeprefix("check: "))
+        else:
+            worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
+            msg = (f"history: within {tol:g} % of the median of the {hist_of}"
+                   + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})"
+                      if worst else ""))
+        gates.append({"gate": "history", "status": "fail" if failed else "pass", "tolerance_pct": tol,
+                      "runs": base["runs"], "metrics": rows, "message": msg})
+
+    # (c) speculative accept length
+    if not algo:
+        gates.append({"gate": "accept_length", "status": "skip",
+                      "message": "accept length: speculative decoding not configured"})
+    elif min_acc <= 0:
+        gates.append({"gate": "accept_length", "status": "skip",
+                      "message": f"accept length: {_fmt(accept, '', 2)} (no sglang_verify_min_accept_length set)"})
+    else:
+        hist_acc = f"history median {_fmt(base['accept_length'], '', 2)}" if base["accept_length"] else \
+            "history median n/a"
+        if not _num(accept):
+            ok = False
+            msg = (f"accept length: speculative_algorithm {algo} is configured but the server reports no accept "
+                   f"length (minimum {min_acc:g}; {hist_acc}): speculative decoding is not running; "
+                   f"single-stream decode {_fmt(decode)}, {_roof_text(roof, decode)}; "
+                   + CHECK_SPEC.format(host=host or "HOST"))
+        else:
+            ok = accept >= min_acc
+            msg = (f"accept length: {accept:.2f} {'>=' if ok else '<'} minimum {min_acc:g} ({hist_acc}; "
+                   f"speculative_algorithm {algo}; single-stream decode {_fmt(decode)}, {_roof_text(roof, decode)})")
+            if not ok:
+                msg += "; " + CHECK_SPEC.format(host=host or "HOST")
+        gates.append({"gate": "accept_length", "status": "pass" if ok else "fail", "measured": accept,
+                      "threshold": min_acc, "history_median": base["accept_length"], "message": msg})
+
+    # (d) cross-release: against the host's last known good, whatever its version or flags
+    gates.append(last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression,
+                                _roof_text(roof, decode)))
+
+    failures = [g["message"] for g in gates if g["status"] == "fail"]
+    ok = not failures
+    status = {g["gate"]: g["status"] for g in gates}
+    roof_short = ("roofline n/a" if eff is None else
+                  f"roofline {_fmt(roof['upper_bound_tok_s'])}, {eff:.1f} % of it")
+    hist_short = (f"history {_fmt(base['median'].get(DECODE))} over {base['runs']}" if base["runs"]
+                  else "no history yet")
+    others = ", ".join(f"c={row['concurrency']} {_fmt(row['output_tok_s'])} out" for row in lv[1:]
+                       if _num(row["output_tok_s"]))
+    line = (f"{host}: {'PASS' if ok else 'FAIL'} single-stream decode {_fmt(decode)} "
+            f"(floor {_fmt(floor) if floor > 0 else 'none'}, {hist_short}, {roof_short})"
+            + (f", accept length {_fmt(accept, '', 2)}" + (f" (min {min_acc:g})" if min_acc > 0 else "")
+               if algo else "")
+            + (f"; {others}" if others else "")
+            + " [" + ", ".join(f"{g} {status[g]}" for g in GATES) + "]")
+    record = {
+        "generated_at": stamp, "host": host, "version": fp["version"], "fingerprint": fp["id"], "workload": shape,
+        "passed": ok, "gates": status, "metrics": metrics, "accept_length": accept,
+        "efficiency_pct": eff, "upper_bound_tok_s": roof.get("upper_bound_tok_s"),
+    }
+    report = {
+        "host": host, "generated_at": stamp, "passed": ok, "line": line, "failures": failures,
+        "sglang_version": fp["version"], "fingerprint": fp, "workload": shape,
+        "speculative_algorithm": algo,
+        "thresholds": {"min_decode_tok_s": floor, "min_accept_length": min_acc, "history_window": window,
+                       "regression_tolerance_pct": tol},
+        "gates": gates, "levels": lv, "metrics": metrics, "accept_length": accept,
+        "history": base, "last_good": gates[-1].get("release"), "roofline": roof, "efficiency_pct": eff, "tp_size": tp,
+        "weight_bytes": weight_bytes,
+        "gpu": {k: (gpu or {}).get(k) for k in ("source", "gpu_model", "gpu_count", "hbm_bandwidth_gbs")},
+    }
+    return {"ok": ok, "failures": failures, "line": line, "lines": [line] + [g["message"] for g in gates],
+            "record": record, "report": report}
+
+
+def read_history(text):
+    """Records from `verify-history.jsonl` text; blank and unreadable lines are skipped."""
+    records = []
+    for raw in text.splitlines():
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    return records
+
+
+__all__ = ["VerifyError", "baseline", "evaluate", "fingerprint", "last_good_gate", "what_changed", "levels", "median", "read_history",
+           "roofline", "speculative_algorithm", "tp_size_of"]
