@@ -1,4 +1,4 @@
-"""A host in sync with its last complete deploy (plugins/module_utils/release/deploy_state.py, action_plugins/
+"""A host in sync with its last complete deploy (plugins/module_utils/release/deploy_state.py, plugins/action/
 sglang_deploy_state.py): what is saved, what counts as a difference, and what the fingerprint holds."""
 
 import importlib.util
