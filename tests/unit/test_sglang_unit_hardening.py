@@ -24,11 +24,10 @@ PLAY = """\
     - {role}/defaults/main.yml
     - {role}/vars/main.yml
   tasks:
-    - name: Render the unit
-      ansible.builtin.template:
-        src: {role}/templates/sglang.service.j2
-        dest: "{{{{ unit_out }}}}"
-        mode: "0644"
+    - name: Render the unit as the role does (sglang_service's unit task, sglang_common's template)
+      ansible.builtin.import_role:
+        name: sglang_service
+        tasks_from: unit
 """
 
 
@@ -43,7 +42,8 @@ def render(tmp_path, **variables):
     play = tmp_path / "render.yml"
     play.write_text(PLAY.format(repo=REPO, role=ROLE))
     unit = tmp_path / "sglang.service"
-    extra = {"unit_out": str(unit), "ansible_python_interpreter": sys.executable, "sglang_service_venv": str(venv),
+    extra = {"_sglang_service_unit_file": str(unit), "_sglang_service_env_file": str(tmp_path / "sglang.env"),
+             "ansible_python_interpreter": sys.executable, "sglang_service_venv": str(venv),
              "sglang_args": {"model_path": "/models/Qwen3-27B", "tp_size": 2}, **variables}
     proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(play),
                            "-e", json.dumps(extra)], cwd=REPO, capture_output=True, text=True, check=False,
@@ -83,3 +83,60 @@ def test_list_values_render_one_line_each(tmp_path):
     assert [line for line in lines if line.startswith("ReadWritePaths=")] == [
         "ReadWritePaths=/var/lib/sglang", "ReadWritePaths=/data/hf", "ReadWritePaths=/data/triton"]
     assert "LimitMEMLOCK=infinity" in lines
+
+
+ROUTER = REPO / "roles" / "sglang_router"
+ROUTER_PLAY = """\
+- name: Render the router's unit as the role does
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars_files:
+    - {role}/defaults/main.yml
+    - {role}/vars/main.yml
+  tasks:
+    - name: Render the unit (sglang_router's unit task, sglang_common's template)
+      ansible.builtin.import_role:
+        name: sglang_router
+        tasks_from: unit
+"""
+
+
+def render_router(tmp_path, **variables):
+    """The router's unit for two workers (over the role's defaults), at tmp_path/sglang-router.service."""
+    venv = tmp_path / "router-venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    if not (venv / "bin" / "python").exists():
+        (venv / "bin" / "python").symlink_to(sys.executable)
+    play = tmp_path / "render-router.yml"
+    play.write_text(ROUTER_PLAY.format(role=ROUTER))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"sglang_servers": {"hosts": {
+        "rep1": {"ansible_host": "10.0.0.11"}, "rep2": {"ansible_host": "10.0.0.12"}}}},
+        "hosts": {"localhost": {"ansible_connection": "local"}}}}))
+    unit = tmp_path / "sglang-router.service"
+    extra = {"_sglang_router_unit_file": str(unit), "_sglang_router_env_file": str(tmp_path / "router.env"),
+             "_sglang_router_venv": str(venv), "ansible_python_interpreter": sys.executable,
+             "sglang_router_version": "0.3.2", **variables}
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(play),
+                           "-e", json.dumps(extra)], cwd=REPO, capture_output=True, text=True, check=False,
+                          env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return unit
+
+
+@needs_analyze
+def test_the_router_unit_is_a_hardened_cpu_only_service(tmp_path):
+    """The same unit template as the server's, with the router's hardening (data in its defaults):
+    no devices at all, and a lower exposure than the server's, which needs the GPUs."""
+    unit = render_router(tmp_path)
+    lines = unit.read_text().splitlines()
+    for line in ("PrivateDevices=yes", "DevicePolicy=closed", "ProtectHome=yes", "CapabilityBoundingSet=",
+                 "ReadWritePaths=/var/lib/sglang-router", "RestartSec=5", "TimeoutStopSec=30"):
+        assert line in lines, line
+    assert not any(line.startswith(("DeviceAllow=", "TimeoutStartSec=")) for line in lines)
+    assert "--worker-urls http://10.0.0.11:30000 http://10.0.0.12:30000" in unit.read_text()
+    assert exposure(unit) <= 2.0
+    proc = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+    assert exposure(render_router(tmp_path, sglang_router_hardening={})) > 9.0

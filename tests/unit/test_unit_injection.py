@@ -1,6 +1,7 @@
 """Values are data, never code: the systemd unit sglang_service renders, and what is refused.
 
-The unit template (roles/sglang_service/templates/sglang.service.j2) is rendered with the
+The unit template (roles/sglang_common/templates/unit.service.j2, from sglang_service's variables
+through roles/sglang_service/tasks/unit.yml) is rendered with the
 project's filters and Ansible's own core filters in a Jinja2 environment set up like Ansible's
 template module (and checked byte for byte against `ansible -m template`), then read back the way
 systemd reads it (systemd.syntax(7), systemd.service(5) "Command lines", systemd.exec(5)
@@ -132,6 +133,7 @@ def context(args, **over):
         "sglang_service_entrypoint": "sglang.launch_server", "sglang_service_log_file": "",
         "sglang_service_hardening": defaults["sglang_service_hardening"], "sglang_service_unit_extra": {},
         "_sglang_service_env_file": "/etc/sglang/sglang.env", "_sglang_service_python": PYTHON,
+        "_sglang_service_unit_file": "/etc/systemd/system/sglang.service",
         "_sglang_service_launcher": LAUNCHER,
     }
     ctx.update(over)
@@ -146,11 +148,31 @@ def _environment():
     return env
 
 
-TEMPLATE = _environment().from_string((ROLE / "templates" / "sglang.service.j2").read_text())
+JINJA = _environment()
+UNIT_TEMPLATE = REPO / "roles" / "sglang_common" / "templates" / "unit.service.j2"
+TEMPLATE = JINJA.from_string(UNIT_TEMPLATE.read_text())
+# sglang_service's task that hands its variables to sglang_common's one unit: its `vars:` are the
+# mapping (role variable -> sglang_common_unit_*), resolved here as Ansible resolves them.
+UNIT_VARS = yaml.safe_load((ROLE / "tasks" / "unit.yml").read_text())[0]["vars"]
+
+
+def _resolve(value, ctx):
+    """A task variable's value, templated: one {{ expression }} keeps its type, as in Ansible."""
+    if not isinstance(value, str) or "{{" not in value:
+        return value
+    text = value.strip()
+    if text.startswith("{{") and text.endswith("}}") and text.count("{{") == 1:
+        return JINJA.compile_expression(text[2:-2])(**ctx)
+    return JINJA.from_string(value).render(ctx)
+
+
+def unit_context(ctx):
+    """ctx plus the sglang_common_unit_* variables sglang_service passes to the unit."""
+    return {**ctx, **{name: _resolve(value, ctx) for name, value in UNIT_VARS.items()}}
 
 
 def render(ctx):
-    return TEMPLATE.render(ctx)
+    return TEMPLATE.render(unit_context(ctx))
 
 
 def exec_start(unit):
@@ -279,13 +301,13 @@ def test_awkward_but_valid_values_arrive_as_given():
 def test_ansible_template_module_renders_the_same_bytes(tmp_path):
     args = {"model_path": "/models/My Model", "served_model_name": 'a "b" $x 50%', "tp_size": 2}
     ctx = context(args, sglang_service_environment={"ODD": "$y %z"})
-    (tmp_path / "vars.json").write_text(json.dumps(ctx))
+    (tmp_path / "vars.json").write_text(json.dumps(unit_context(ctx)))
     dest = tmp_path / "sglang.service"
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     proc = subprocess.run(
         [str(REPO / ".venv" / "bin" / "ansible"), "localhost", "-c", "local", "-i", "localhost,",
          "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"@{tmp_path / 'vars.json'}",
-         "-m", "ansible.builtin.template", "-a", f"src={ROLE / 'templates' / 'sglang.service.j2'} dest={dest}"],
+         "-m", "ansible.builtin.template", "-a", f"src={UNIT_TEMPLATE} dest={dest}"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert dest.read_text() == render(ctx)

@@ -322,7 +322,7 @@ def unit_value_problems(variables):
             problems += [f"{name}: {key!r} is not a valid environment variable name (letters, digits and _, "
                          "not starting with a digit)" for key in value
                          if not isinstance(key, str) or not _ENV_NAME_RE.match(key)]
-        if name in ("sglang_service_hardening", "sglang_service_unit_extra") and isinstance(value, dict):
+        if name in ("sglang_service_hardening", "sglang_service_unit_extra", "sglang_router_hardening") and isinstance(value, dict):
             problems += [f"{name}: {key!r} is not a systemd [Service] directive name (e.g. LimitMEMLOCK)"
                          for key in value if not isinstance(key, str) or not _DIRECTIVE_RE.match(key)]
     return problems
