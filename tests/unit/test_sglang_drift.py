@@ -18,8 +18,6 @@ from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift impo
     fleet_summary,
     observe,
     split_launch,
-    systemd_split,
-    unit_exec_start,
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     REDACTED,
@@ -29,7 +27,12 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     to_argv,
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.source import load_source
-from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import parse_cmdline, parse_show
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
+    parse_cmdline,
+    parse_show,
+    systemd_split,
+    unit_exec_start,
+)
 
 pytestmark = pytest.mark.wheels
 

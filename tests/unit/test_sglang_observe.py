@@ -22,6 +22,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe imp
     process_start,
     read_cmdline,
     read_service,
+    read_unit_argv,
     systemd_show,
 )
 
@@ -106,15 +107,26 @@ def test_http_status_is_the_status_or_why_nothing_answered(server):
     assert http_status(closed + "/health_generate", timeout=5) == (None, "URLError")
 
 
+def test_a_unit_files_exec_start_is_read_back_as_the_argv_systemd_runs(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Service]\nExecStart=/v/bin/python /l.py sglang.launch_server \\\n"
+                    "    --model-path \"/models/My Model\" \\\n    --served-model-name \"a $$x 50%%\"\n\n"
+                    "Restart=on-failure\n")
+    assert read_unit_argv(str(unit)) == ["/v/bin/python", "/l.py", "sglang.launch_server", "--model-path",
+                                         "/models/My Model", "--served-model-name", "a $x 50%"]
+    unit.write_text("[Service]\nType=simple\n")
+    assert read_unit_argv(str(unit)) is None
+
+
 def test_no_other_module_reads_systemd_or_a_hosts_http_itself():
-    """systemctl show and urllib GETs live in the observe layer (the PyPI index reader and the
-    benchmark client talk to other things: the index, and the server under load)."""
+    """systemctl show, ExecStart= parsing and urllib GETs live in the observe layer (the PyPI index
+    reader and the benchmark client talk to other things: the index, and the server under load)."""
     allowed = {"plugins/module_utils/transport/observe.py", "plugins/module_utils/compat/release_facts.py", "plugins/module_utils/verify/bench_client.py"}
     found = []
     for top in ("plugins", "roles"):
         for path in (REPO / top).rglob("*.py"):
             rel = str(path.relative_to(REPO))
             text = path.read_text(encoding="utf-8")
-            if rel not in allowed and re.search(r'"systemctl",\s*"show"|urlopen\(', text):
+            if rel not in allowed and re.search(r'"systemctl",\s*"show"|urlopen\(|startswith\("ExecStart', text):
                 found.append(rel)
     assert found == []

@@ -22,7 +22,6 @@ Stdlib only; used by plugins/modules/sglang_drift.py on the host and by the unit
 from __future__ import annotations
 
 import os
-import re
 
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import (
     AuditError,
@@ -40,7 +39,11 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
-from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import read_cmdline, read_service
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
+    read_cmdline,
+    read_service,
+    read_unit_argv,
+)
 
 MARKER = ".sglang-fleet-lock.txt"
 
@@ -78,57 +81,6 @@ def split_launch(argv: list[str], launcher: str) -> dict:
         venv = os.path.dirname(os.path.dirname(python))
     return {"python": python, "venv": venv, "launcher": used_launcher, "entrypoint": entrypoint,
             "sglang_argv": sglang_argv}
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
-
-
-def systemd_split(line: str) -> list[str]:
-    """An ExecStart= command line -> argv, undoing what ``sglang_args.systemd_quote`` does.
-
-    White space separates words; double or single quotes group, with C escapes; ``$$`` and
-    ``%%`` are a literal ``$`` and ``%``.
-    """
-    words, word, quote, i, started = [], [], None, 0, False
-    while i < len(line):
-        c = line[i]
-        if quote:
-            if c == "\\" and i + 1 < len(line):
-                i += 1
-                word.append(_ESCAPES.get(line[i], line[i]))
-            elif c == quote:
-                quote = None
-            else:
-                word.append(c)
-        elif c in " \t":
-            if started:
-                words.append("".join(word))
-                word, started = [], False
-        elif c in "\"'":
-            quote, started = c, True
-        elif c == "\\" and i + 1 < len(line):
-            i += 1
-            word.append(_ESCAPES.get(line[i], line[i]))
-            started = True
-        else:
-            word.append(c)
-            started = True
-        i += 1
-    if started:
-        words.append("".join(word))
-    return [w.replace("$$", "$").replace("%%", "%") for w in words]
-
-
-def unit_exec_start(text: str) -> list[str] | None:
-    """The argv of the unit's ``ExecStart=`` (continuation lines joined; ``-@+!:`` prefixes dropped)."""
-    joined = re.sub(r"\\\n", " ", text or "")
-    for line in joined.splitlines():
-        line = line.strip()
-        if line.startswith("ExecStart="):
-            value = line[len("ExecStart="):].lstrip()
-            value = value.lstrip("-@+!:")
-            return systemd_split(value)
-    return None
 
 
 # --------------------------------------------------------------------------------------
@@ -326,8 +278,7 @@ def observe(desired: dict, run, *, server_url: str = "", api_key: str = "", time
     svc = read_service(run, desired.get("service", "sglang"), desired["unit_file"])
     observed = {"installed": installed, "service": svc, "unit": {}, "running": None, "server": None}
     if svc["installed"]:
-        with open(desired["unit_file"], encoding="utf-8", errors="replace") as fh:
-            observed["unit"] = {"path": desired["unit_file"], "argv": unit_exec_start(fh.read())}
+        observed["unit"] = {"path": desired["unit_file"], "argv": read_unit_argv(desired["unit_file"])}
     cmd = read_cmdline(svc["main_pid"], proc) if svc["active_state"] in ("active", "reloading") else None
     if cmd:
         observed["running"] = {"pid": svc["main_pid"], **split_launch(cmd, desired.get("launcher", ""))}

@@ -33,7 +33,6 @@ from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift impo
     item_line,
     split_launch,
     summary_line,
-    unit_exec_start,
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import REDACTED, ROUTER_SECRET_FIELDS
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
@@ -41,6 +40,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe imp
     process_start,
     read_cmdline,
     read_service,
+    read_unit_argv,
 )
 
 ENTRYPOINT = "sglang_router.launch_router"
@@ -92,8 +92,7 @@ def observe(run, service, unit_file, api_url, timeout=10.0, proc="/proc", api_ke
                 "workers_error": None, "unit_newer_than_process": False}
     # Secret values are masked here, on the host: never compared, and never in a registered result.
     if svc["installed"]:
-        with open(unit_file, encoding="utf-8", errors="replace") as fh:
-            observed["unit"] = redact_router_argv(unit_exec_start(fh.read()))
+        observed["unit"] = redact_router_argv(read_unit_argv(unit_file))
     if svc["active_state"] not in ("active", "reloading"):
         return observed
     cmd = read_cmdline(svc["main_pid"], proc)

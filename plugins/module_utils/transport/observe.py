@@ -7,11 +7,12 @@ host uses these readers, so that they cannot disagree about what they saw:
     read_service(run, name, unit)  its state, enabled or not, MainPID, and whether the unit file exists
     process_start(pid)             when a process started (/proc/<pid>/stat and /proc/stat)
     read_cmdline(pid)              its argv (/proc/<pid>/cmdline)
+    read_unit_argv(unit_file)      the argv of a unit file's ExecStart= (systemd's quoting undone)
     get_json(url, api_key)         an endpoint's JSON (urllib's HTTPError / URLError raised as is)
     http_status(url, api_key)      (status, "") of a GET, or (None, why it did not answer)
 
-Users: sglang_drift (the service, the running argv, the unit), sglang_deploy_state (is the host
-what its last deploy left), sglang_release (a restart pending), sglang_router_drift, sglang_audit's
+Users: sglang_drift (the service, the running argv, the unit's ExecStart), sglang_deploy_state (is the host
+what its last deploy left), sglang_release (a restart pending), sglang_router_drift (the same, for the router), sglang_audit's
 server reader and sglang_host_check.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -123,3 +125,60 @@ def http_status(url: str, api_key: str = "", timeout: float = 30.0) -> tuple[int
         return exc.code, ""
     except (OSError, ValueError) as exc:
         return None, exc.__class__.__name__
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
+
+
+def systemd_split(line: str) -> list[str]:
+    """An ExecStart= command line -> argv, undoing what ``sglang_args.systemd_quote`` does.
+
+    White space separates words; double or single quotes group, with C escapes; ``$$`` and
+    ``%%`` are a literal ``$`` and ``%``.
+    """
+    words, word, quote, i, started = [], [], None, 0, False
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\" and i + 1 < len(line):
+                i += 1
+                word.append(_ESCAPES.get(line[i], line[i]))
+            elif c == quote:
+                quote = None
+            else:
+                word.append(c)
+        elif c in " \t":
+            if started:
+                words.append("".join(word))
+                word, started = [], False
+        elif c in "\"'":
+            quote, started = c, True
+        elif c == "\\" and i + 1 < len(line):
+            i += 1
+            word.append(_ESCAPES.get(line[i], line[i]))
+            started = True
+        else:
+            word.append(c)
+            started = True
+        i += 1
+    if started:
+        words.append("".join(word))
+    return [w.replace("$$", "$").replace("%%", "%") for w in words]
+
+
+def unit_exec_start(text: str) -> list[str] | None:
+    """The argv of the unit's ``ExecStart=`` (continuation lines joined; ``-@+!:`` prefixes dropped)."""
+    joined = re.sub(r"\\\n", " ", text or "")
+    for line in joined.splitlines():
+        line = line.strip()
+        if line.startswith("ExecStart="):
+            value = line[len("ExecStart="):].lstrip()
+            value = value.lstrip("-@+!:")
+            return systemd_split(value)
+    return None
+
+
+def read_unit_argv(unit_file: str) -> list[str] | None:
+    """The argv of ``unit_file``'s ExecStart=, or None when the file has none."""
+    with open(unit_file, encoding="utf-8", errors="replace") as fh:
+        return unit_exec_start(fh.read())
