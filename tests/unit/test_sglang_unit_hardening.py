@@ -35,21 +35,30 @@ def render(tmp_path, **variables):
     """The unit file the role writes for these variables (over defaults), at tmp_path/sglang.service.
 
     The venv is a folder with bin/python -> this Python, so `systemd-analyze verify` finds ExecStart's binary."""
-    venv = tmp_path / "venv"
+    venv = fake_venv(tmp_path / "venv")
+    unit = tmp_path / "sglang.service"
+    play(tmp_path / "render.yml", PLAY.format(repo=REPO, role=ROLE), "localhost,",
+         {"_sglang_service_unit_file": str(unit), "_sglang_service_env_file": str(tmp_path / "sglang.env"),
+          "ansible_python_interpreter": sys.executable, "sglang_service_venv": str(venv),
+          "sglang_args": {"model_path": "/models/Qwen3-27B", "tp_size": 2}, **variables})
+    return unit
+
+
+def fake_venv(venv):
+    """A folder with bin/python -> this Python (what ExecStart names must exist for systemd-analyze)."""
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     if not (venv / "bin" / "python").exists():
         (venv / "bin" / "python").symlink_to(sys.executable)
-    play = tmp_path / "render.yml"
-    play.write_text(PLAY.format(repo=REPO, role=ROLE))
-    unit = tmp_path / "sglang.service"
-    extra = {"_sglang_service_unit_file": str(unit), "_sglang_service_env_file": str(tmp_path / "sglang.env"),
-             "ansible_python_interpreter": sys.executable, "sglang_service_venv": str(venv),
-             "sglang_args": {"model_path": "/models/Qwen3-27B", "tp_size": 2}, **variables}
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", str(play),
+    return venv
+
+
+def play(path, text, inventory, extra):
+    """ansible-playbook `text` (written to `path`) with the repo's ansible.cfg; fails the test on rc != 0."""
+    path.write_text(text)
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", inventory, str(path),
                            "-e", json.dumps(extra)], cwd=REPO, capture_output=True, text=True, check=False,
                           env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return unit
 
 
 @needs_analyze
@@ -104,24 +113,16 @@ ROUTER_PLAY = """\
 
 def render_router(tmp_path, **variables):
     """The router's unit for two workers (over the role's defaults), at tmp_path/sglang-router.service."""
-    venv = tmp_path / "router-venv"
-    (venv / "bin").mkdir(parents=True, exist_ok=True)
-    if not (venv / "bin" / "python").exists():
-        (venv / "bin" / "python").symlink_to(sys.executable)
-    play = tmp_path / "render-router.yml"
-    play.write_text(ROUTER_PLAY.format(role=ROUTER))
+    venv = fake_venv(tmp_path / "router-venv")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"children": {"sglang_servers": {"hosts": {
         "rep1": {"ansible_host": "10.0.0.11"}, "rep2": {"ansible_host": "10.0.0.12"}}}},
         "hosts": {"localhost": {"ansible_connection": "local"}}}}))
     unit = tmp_path / "sglang-router.service"
-    extra = {"_sglang_router_unit_file": str(unit), "_sglang_router_env_file": str(tmp_path / "router.env"),
-             "_sglang_router_venv": str(venv), "ansible_python_interpreter": sys.executable,
-             "sglang_router_version": "0.3.2", **variables}
-    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory), str(play),
-                           "-e", json.dumps(extra)], cwd=REPO, capture_output=True, text=True, check=False,
-                          env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    play(tmp_path / "render-router.yml", ROUTER_PLAY.format(role=ROUTER), str(inventory),
+         {"_sglang_router_unit_file": str(unit), "_sglang_router_env_file": str(tmp_path / "router.env"),
+          "_sglang_router_venv": str(venv), "ansible_python_interpreter": sys.executable,
+          "sglang_router_version": "0.3.2", **variables})
     return unit
 
 
