@@ -28,9 +28,8 @@ pair derives are added to them: no play rewrites an inventory variable with set_
 from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
 from ansible_collections.sglang.fleet.filter_plugins import sglang_pd as pd
 from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import VENV_MARKER
 
-# What ml_env writes into a venv it finished (roles/ml_env/vars/main.yml writes the same name).
-VENV_MARKER = ".sglang-fleet-lock.txt"
 # The roles' defaults for what the inventory may leave unset (tests/unit/test_sglang_host.py checks
 # that they agree): sglang_service_name, sglang_service_entrypoint, ml_env_profile.
 DEFAULT_SERVICE, DEFAULT_ENTRYPOINT, DEFAULT_PROFILE = "sglang", "sglang.launch_server", "full"

@@ -22,7 +22,9 @@ from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe imp
     process_start,
     read_cmdline,
     read_service,
+    VENV_MARKER,
     read_unit_argv,
+    read_venv_marker,
     systemd_show,
 )
 
@@ -118,8 +120,20 @@ def test_a_unit_files_exec_start_is_read_back_as_the_argv_systemd_runs(tmp_path)
     assert read_unit_argv(str(unit)) is None
 
 
+def test_a_venv_is_finished_only_with_its_marker_and_from_the_lock_it_names(tmp_path):
+    venv, lock = tmp_path / "sglang-0.5.11", tmp_path / "sglang-0.5.11-full.txt"
+    venv.mkdir()
+    lock.write_text("sglang==0.5.11 --hash=sha256:aa\n")
+    assert read_venv_marker(str(venv), str(lock)) == "missing"  # a venv whose build stopped half way
+    (venv / VENV_MARKER).write_text("sglang==0.5.11 --hash=sha256:bb\n")
+    assert read_venv_marker(str(venv), str(lock)) == "differs"
+    (venv / VENV_MARKER).write_text(lock.read_text())
+    assert (read_venv_marker(str(venv), str(lock)), read_venv_marker(str(venv))) == ("matches", "present")
+    assert read_venv_marker("", str(lock)) == "missing"
+
+
 def test_no_other_module_reads_systemd_or_a_hosts_http_itself():
-    """systemctl show, ExecStart= parsing and urllib GETs live in the observe layer (the PyPI index
+    """systemctl show, ExecStart= parsing, the venv marker and urllib GETs live in the observe layer (the PyPI index
     reader and the benchmark client talk to other things: the index, and the server under load)."""
     allowed = {"plugins/module_utils/transport/observe.py", "plugins/module_utils/compat/release_facts.py", "plugins/module_utils/verify/bench_client.py"}
     found = []
@@ -127,6 +141,7 @@ def test_no_other_module_reads_systemd_or_a_hosts_http_itself():
         for path in (REPO / top).rglob("*.py"):
             rel = str(path.relative_to(REPO))
             text = path.read_text(encoding="utf-8")
-            if rel not in allowed and re.search(r'"systemctl",\s*"show"|urlopen\(|startswith\("ExecStart', text):
+            if rel not in allowed and re.search(r'"systemctl",\s*"show"|urlopen\(|startswith\("ExecStart|sglang-fleet-lock',
+                                                text):
                 found.append(rel)
     assert found == []

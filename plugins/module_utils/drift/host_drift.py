@@ -43,9 +43,8 @@ from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe imp
     read_cmdline,
     read_service,
     read_unit_argv,
+    read_venv_marker,
 )
-
-MARKER = ".sglang-fleet-lock.txt"
 
 
 class DriftError(Exception):
@@ -259,13 +258,8 @@ def read_installed(venv: str, version: str, lock_file: str, env_root: str) -> tu
         info["error"] = str(exc)
         return None, info
     info["version"], info["path"] = src.version, where
-    marker = os.path.join(venv, MARKER)
-    if not os.path.isfile(marker):
-        info["marker"] = "missing"
-    elif lock_file and os.path.isfile(lock_file):
-        with open(marker, "rb") as m, open(lock_file, "rb") as lk:
-            info["marker"] = "matches" if m.read() == lk.read() else "differs"
-    else:
+    info["marker"] = read_venv_marker(venv, lock_file)
+    if info["marker"] == "present":
         info["marker"] = "present (no lock file to compare)"
     return src, info
 

@@ -12,6 +12,8 @@ import os
 import pwd
 import stat
 
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import read_venv_marker
+
 
 def listening_inodes(port, tables):
     """Socket inodes listening on TCP `port`, from the texts of /proc/net/tcp and /proc/net/tcp6."""
@@ -285,7 +287,7 @@ def host_facts(env_root, venv, model_path, read=None):
     facts["env_free_bytes"], facts["env_mount"], err = free_bytes(env_root, mounts)
     if err:
         facts["env_error"] = err
-    facts["venv_ready"] = bool(venv) and os.path.exists(os.path.join(venv, ".sglang-fleet-lock.txt"))
+    facts["venv_ready"] = read_venv_marker(venv) != "missing"
     facts["mem_total_bytes"], facts["mem_available_bytes"] = meminfo(read("/proc/meminfo"))
     if model_path.startswith("/") and os.path.isdir(model_path):
         facts["model_free_bytes"], facts["model_mount"], _ = free_bytes(model_path, mounts)

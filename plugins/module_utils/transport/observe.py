@@ -8,12 +8,13 @@ host uses these readers, so that they cannot disagree about what they saw:
     process_start(pid)             when a process started (/proc/<pid>/stat and /proc/stat)
     read_cmdline(pid)              its argv (/proc/<pid>/cmdline)
     read_unit_argv(unit_file)      the argv of a unit file's ExecStart= (systemd's quoting undone)
+    read_venv_marker(venv, lock)   the lock ml_env leaves in a venv it finished, against the desired lock
     get_json(url, api_key)         an endpoint's JSON (urllib's HTTPError / URLError raised as is)
     http_status(url, api_key)      (status, "") of a GET, or (None, why it did not answer)
 
 Users: sglang_drift (the service, the running argv, the unit's ExecStart), sglang_deploy_state (is the host
 what its last deploy left), sglang_release (a restart pending), sglang_router_drift (the same, for the router), sglang_audit's
-server reader and sglang_host_check.
+server reader and sglang_host_check (the venv marker).
 """
 
 from __future__ import annotations
@@ -182,3 +183,20 @@ def read_unit_argv(unit_file: str) -> list[str] | None:
     """The argv of ``unit_file``'s ExecStart=, or None when the file has none."""
     with open(unit_file, encoding="utf-8", errors="replace") as fh:
         return unit_exec_start(fh.read())
+
+
+# What ml_env writes into a venv it finished: a copy of the lock it was built from
+# (roles/ml_env/vars/main.yml writes the same name; the host model's venv_marker is this path).
+VENV_MARKER = ".sglang-fleet-lock.txt"
+
+
+def read_venv_marker(venv: str, lock_file: str = "") -> str:
+    """Whether ``venv`` is a finished ml_env and from which lock: "missing" (never finished),
+    "matches" / "differs" (its marker against ``lock_file``), or "present" (no lock to compare)."""
+    marker = os.path.join(venv, VENV_MARKER) if venv else ""
+    if not marker or not os.path.isfile(marker):
+        return "missing"
+    if not lock_file or not os.path.isfile(lock_file):
+        return "present"
+    with open(marker, "rb") as got, open(lock_file, "rb") as want:
+        return "matches" if got.read() == want.read() else "differs"
