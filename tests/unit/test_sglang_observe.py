@@ -16,13 +16,13 @@ from ansible_run import REPO
 from local_http import QuietHandler, serving
 
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
+    VENV_MARKER,
     get_json,
     http_status,
     main_pid,
     process_start,
     read_cmdline,
     read_service,
-    VENV_MARKER,
     read_unit_argv,
     read_venv_marker,
     systemd_show,
