@@ -93,8 +93,9 @@ sanity: venv ## ansible-test sanity on the collection (plugins/, filter_plugins/
 	BIN=$(CURDIR)/$(BIN) bash scripts/sanity.sh
 
 # Test processes side by side (pytest-xdist): the llama-server build and the PyPI downloads
-# overlap the other unit tests; each lab module owns its fleet (and molecule its own), so lab
-# modules run at once (loadfile, longest first: tests/lab/conftest.py) next to molecule.
+# overlap the other unit tests; each lab fleet (a module's own, or one shared by modules that
+# leave it as they found it) goes whole to one worker (loadgroup, longest first:
+# tests/lab/conftest.py), so fleets run at once next to molecule's.
 UNIT_WORKERS ?= 2
 LAB_WORKERS ?= 3
 
@@ -102,7 +103,7 @@ unit: venv ## pytest: filters, modules, source reader on real wheels, bench clie
 	$(BIN)/pytest -m "not lab" -n $(UNIT_WORKERS) --durations=15
 
 lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
-	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0
+	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=0
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
