@@ -93,9 +93,8 @@ sanity: venv ## ansible-test sanity on the collection (plugins/, filter_plugins/
 	BIN=$(CURDIR)/$(BIN) bash scripts/sanity.sh
 
 # Test processes side by side (pytest-xdist): the llama-server build and the PyPI downloads
-# overlap the other unit tests; each lab fleet (a module's own, or one shared by modules that
-# leave it as they found it) goes whole to one worker (loadgroup, longest first:
-# tests/lab/conftest.py), so fleets run at once next to molecule's.
+# overlap the other unit tests; each lab module owns its fleet (and molecule its own), so lab
+# modules run at once (loadfile, longest first: tests/lab/conftest.py) next to molecule.
 UNIT_WORKERS ?= 2
 LAB_WORKERS ?= 3
 
@@ -103,7 +102,7 @@ unit: venv ## pytest: filters, modules, source reader on real wheels, bench clie
 	$(BIN)/pytest -m "not lab" -n $(UNIT_WORKERS) --durations=15
 
 lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
-	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=0
+	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
@@ -112,13 +111,12 @@ llama-server: venv ## Build llama.cpp's llama-server for the real-engine tests (
 	PIP="$(BIN)/pip" bash tests/real_engine/build_llama_server.sh >/dev/null
 
 # The llama-server build (CPU) first, beside the lab's installs and image build (mostly network
-# and disk); then lint and unit; then molecule and the lab modules side by side.
+# and disk); then lint (ansible-lint keeps one core busy) beside sanity, then beside the unit tests;
+# then molecule and the lab fleets side by side.
 # Each phase's wall time is printed (`real`): bench/README.md keeps the breakdown of a fresh-clone run.
 test: ## Everything CI runs: lint, sanity, unit, then molecule and lab-test side by side
 	time $(MAKE) --no-print-directory -j2 --output-sync=target llama-server lab-image
-	time $(MAKE) --no-print-directory lint
-	time $(MAKE) --no-print-directory sanity
-	time $(MAKE) --no-print-directory unit
+	time $(MAKE) --no-print-directory -j2 --output-sync=target lint sanity unit
 	time $(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches

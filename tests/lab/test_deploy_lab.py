@@ -1,5 +1,4 @@
-"""deploy.yml end to end on ct129 (the fleet tests/lab/conftest.py ct129_deployed starts: 10.89.83.0/24,
-sglang-deploy-*; test_upgrade_preview_lab.py reads it first and leaves it as it was).
+"""deploy.yml end to end on a lab host of its own (ct129 mirror, 10.89.83.0/24, sglang-deploy-*).
 
 A first deploy serves; a second changes nothing; --check --diff shows nothing; a host in sync with
 its last complete deploy is only verified, one changed by hand gets the whole deploy; an open bind
@@ -11,7 +10,7 @@ tests/lab/test_bad_inputs_lab.py's subject.
 import json
 
 import pytest
-from lab_fleet import recap, unflow
+from lab_fleet import deployed_lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -23,9 +22,9 @@ FAST = ("--skip-tags", "sglang_verify")
 
 
 @pytest.fixture(scope="module")
-def fleet(ct129_deployed):
-    """ct129 deployed, shared with the other modules of tests/lab/conftest.py's ct129_deployed."""
-    return ct129_deployed
+def fleet(tmp_path_factory):
+    with deployed_lab_fleet(tmp_path_factory.mktemp("deploy-lab"), "sglang-deploy", "10.89.83.", hosts=[HOST]) as fleet:
+        yield fleet
 
 
 def host_state(fleet):

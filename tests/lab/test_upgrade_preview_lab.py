@@ -1,7 +1,6 @@
-"""upgrade-preview.yml on ct129, deployed (0.5.11): the fleet it shares with test_deploy_lab.py
-(tests/lab/conftest.py ct129_deployed: 10.89.83.0/24, sglang-deploy-*), first, since it changes nothing.
+"""upgrade-preview.yml on lab hosts of its own (10.89.110.0/24, sglang-upgrade-*).
 
-Previews 0.5.23 on ct129: the prefill CUDA graph goes
+Deploys the lab (ct129 runs 0.5.11), then previews 0.5.23 on ct129: the prefill CUDA graph goes
 from auto-disabled (0.5.11 server_args.py:1229) to on (0.5.23's breakable allow-list,
 configs/model_config.py:2501), the report lands in reports/ct129/upgrade-0.5.11-0.5.23-<UTC>.json,
 and nothing on the host changes (no file written, the same unit, server, venvs and records). A
@@ -12,7 +11,7 @@ import json
 
 import pytest
 import yaml
-from lab_fleet import REPO, recap, unflow
+from lab_fleet import REPO, deployed_lab_fleet, recap, unflow
 
 pytestmark = pytest.mark.lab
 
@@ -26,9 +25,10 @@ HOST_STATE = ("systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/s
 
 
 @pytest.fixture(scope="module")
-def fleet(ct129_deployed):
-    """ct129 deployed, shared with the other modules of tests/lab/conftest.py's ct129_deployed."""
-    return ct129_deployed
+def fleet(tmp_path_factory):
+    with deployed_lab_fleet(tmp_path_factory.mktemp("upgrade-lab"), "sglang-upgrade", "10.89.110.",
+                            hosts=["ct129"]) as fleet:
+        yield fleet
 
 
 def test_ct129_preview_shows_the_prefill_graph_flip_and_changes_nothing(fleet):
