@@ -111,13 +111,12 @@ llama-server: venv ## Build llama.cpp's llama-server for the real-engine tests (
 	PIP="$(BIN)/pip" bash tests/real_engine/build_llama_server.sh >/dev/null
 
 # The llama-server build (CPU) first, beside the lab's installs and image build (mostly network
-# and disk); then lint and unit; then molecule and the lab modules side by side.
+# and disk); then lint (ansible-lint keeps one core busy) beside sanity, then beside the unit tests;
+# then molecule and the lab fleets side by side.
 # Each phase's wall time is printed (`real`): bench/README.md keeps the breakdown of a fresh-clone run.
 test: ## Everything CI runs: lint, sanity, unit, then molecule and lab-test side by side
 	time $(MAKE) --no-print-directory -j2 --output-sync=target llama-server lab-image
-	time $(MAKE) --no-print-directory lint
-	time $(MAKE) --no-print-directory sanity
-	time $(MAKE) --no-print-directory unit
+	time $(MAKE) --no-print-directory -j2 --output-sync=target lint sanity unit
 	time $(MAKE) --no-print-directory -j2 --output-sync=target molecule lab-test
 
 clean: lab-down ## Remove the lab and local caches

@@ -3,24 +3,24 @@
 ones do not start last and run alone.
 
 Seconds per module (fleet setup included), measured with three workers beside molecule on the
-2-core CI-class machine in a fresh-clone `make test`, 2026-12-02 (lab phase 31 min, 52 tests); a
-module not listed goes last. Re-measure with `--durations=0`.
+2-core CI-class machine in a fresh-clone `make test`, 2026-12-03 (lab phase 40 min, 59 tests, the
+machine busier than CI's); a module not listed goes last. Re-measure with `--durations=0`.
 """
 
 MODULE_SECONDS = {
-    "test_rollout_lab.py": 840,
-    "test_audit_lab.py": 776,
-    "test_bad_inputs_lab.py": 732,
-    "test_rollout_recovery_lab.py": 684,
-    "test_verify_lab.py": 505,
-    "test_router_lab.py": 470,
-    "test_deploy_lab.py": 407,
-    "test_secrets_lab.py": 261,
-    "test_pd_lab.py": 230,
-    "test_multinode_lab.py": 206,
-    "test_supply_chain_lab.py": 171,
-    "test_upgrade_preview_lab.py": 200,  # a guess: one host deployed, then two previews
-    "test_lab_tool.py": 22,
+    "test_audit_lab.py": 1049,
+    "test_bad_inputs_lab.py": 1035,
+    "test_rollout_lab.py": 951,
+    "test_rollout_recovery_lab.py": 868,
+    "test_router_lab.py": 682,
+    "test_verify_lab.py": 634,
+    "test_deploy_lab.py": 577,
+    "test_multinode_lab.py": 343,
+    "test_secrets_lab.py": 291,
+    "test_pd_lab.py": 231,
+    "test_upgrade_preview_lab.py": 198,
+    "test_supply_chain_lab.py": 108,
+    "test_lab_tool.py": 23,
 }
 
 
