@@ -1,0 +1,142 @@
+"""`device: cpu` (issue #25): a server without GPUs, end to end through the project's checks.
+
+The host model says the device; a CPU server needs 0 GPUs (the TP/PP/DP-vs-GPU check does not
+apply) and has no GPU facts (nvidia-smi is not run: tests/gpu/test_gpu_facts.py runs the module);
+a GPU declaration on it is refused with what to do; compat, the roofline and the reports say "not
+applicable on a CPU host" or weigh what does apply (the model against the host's RAM). A GPU host
+keeps its behaviour (its tests: test_sglang_args.py, test_sglang_compat.py, test_sglang_verify.py).
+"""
+
+import importlib.util
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from ansible_collections.sglang.fleet.plugins.module_utils.host import gpu_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import check_args, device_of, gpus_needed
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import (
+    GpuFactsError,
+    cpu_facts,
+    declared_facts,
+)
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+host = _load("filter_plugins/sglang_host.py", "sglang_host")
+multinode = _load("filter_plugins/sglang_multinode.py", "sglang_multinode")
+
+CPU = cpu_facts()
+H200X2 = declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 2})
+# The issue #25 lab host: the real SGLang 0.5.23 on CPU (a small model: Qwen3-0.6B's config.json).
+CPU_ARGS = {"model_path": "/models/Qwen3-0.6B", "device": "cpu", "attention_backend": "torch_native",
+            "disable_cuda_graph": True, "mem_fraction_static": 0.5}
+QWEN3_06B = {"architectures": ["Qwen3ForCausalLM"], "torch_dtype": "bfloat16", "hidden_size": 1024,
+             "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+             "max_position_embeddings": 40960}
+WEIGHTS = 1_503_300_328  # Qwen3-0.6B's model.safetensors tensor bytes (bf16)
+RAM_16G = {"mem_total_bytes": 16 * 1024 ** 3, "mem_available_bytes": 12 * 1024 ** 3}
+
+
+# --- the host model: the device, from the one merge of the inventory's arguments --------------------------------
+
+def hostvars(common=None, args=None):
+    return {"cpu1": {"sglang_version": "0.5.23", "sglang_args_common": common or {},
+                     "sglang_args": {"model_path": "/models/Qwen3-0.6B", **(args or {})}}}
+
+
+@pytest.mark.parametrize("common,args,device", [
+    ({}, {}, "cuda"),                                   # unset: SGLang's default (CUDA)
+    ({}, {"device": "cpu"}, "cpu"),
+    ({"device": "cpu"}, {}, "cpu"),                     # the fleet's common arguments say it
+    ({"device": "cpu"}, {"device": "cuda"}, "cuda"),    # the host's own over the fleet's
+    ({}, {"device": "cuda"}, "cuda"),
+])
+def test_the_host_model_says_the_device_from_the_merged_arguments(common, args, device):
+    hv = hostvars(common, args)
+    model = host.sglang_host_model("cpu1", hv, {"all": ["cpu1"]}, ["cpu1"])
+    assert model["device"] == device == device_of(model["args"])
+
+
+def test_every_read_of_the_gpus_passes_the_host_models_device():
+    """Roles take the device from sglang_host.device, never re-derive it from the arguments."""
+    files = subprocess.run(["git", "ls-files", "roles/*.yml", "playbooks/*.yml"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    calls = [(f, m.group(0)) for f in files for m in re.finditer(r"sglang\.fleet\.gpu_facts:\n(?:\s+\w+: .*\n)+",
+                                                                  (REPO / f).read_text())]
+    assert sorted({f for f, _ in calls}) == ["playbooks/upgrade-preview.yml", "roles/sglang_audit/tasks/preflight.yml",
+                                             "roles/sglang_compat/tasks/main.yml",
+                                             "roles/sglang_service/tasks/preflight.yml",
+                                             "roles/sglang_verify/tasks/preflight.yml"]
+    assert all('device: "{{ sglang_host.device }}"' in call for _, call in calls), calls
+    assert not [f for f in files if re.search(r"device.{0,40}sglang_\w*args|args\.device", (REPO / f).read_text())]
+
+
+# --- 0 GPUs: the TP/PP/DP-vs-GPU check does not apply ----------------------------------------------------------
+
+def test_a_cpu_server_needs_no_gpu_and_passes_the_gpu_check_with_none():
+    assert gpus_needed(CPU_ARGS) == 0
+    assert gpus_needed({**CPU_ARGS, "tp_size": 2, "dp_size": 2}) == 0
+    assert check_args(CPU_ARGS, CPU["gpu_count"], CPU["source"]) == []
+    # SGLang 0.5.23 itself fits tp x pp x dp ranks to the NUMA nodes at start: no project rule on tp_size
+    assert check_args({**CPU_ARGS, "tp_size": 2}, 0, "cpu") == []
+
+
+def test_a_gpu_server_still_needs_its_gpus():
+    assert gpus_needed({"tp_size": 2}) == gpus_needed({"tp_size": 2, "device": "cuda"}) == 2
+    assert gpus_needed({}) == 1
+    assert check_args({"model_path": "/models/m", "tp_size": 2}, 0, "none") == [
+        "these arguments need 2 GPU(s) per node (tp_size 2) but the host has 0 (none); lower tp_size to at most 0 "
+        "or fix sglang_hardware.gpu_count"]
+
+
+def test_the_other_argument_checks_still_apply_on_a_cpu_host():
+    assert check_args({**CPU_ARGS, "tp_size": 0}, 0, "cpu") == [
+        "sglang_args.tp_size is 0: it must be a whole number >= 1 (e.g. tp_size: 2, without quotes)"]
+
+
+def test_a_multi_node_cpu_server_has_no_gpus_to_count():
+    members = {"c0": {"ansible_facts": {"sglang_gpu": CPU}}, "c1": {"ansible_facts": {"sglang_gpu": CPU}}}
+    plan = {"group": "cpus", "members": ["c0", "c1"]}
+    assert multinode.sglang_multinode_gpu_problems(plan, members, {**CPU_ARGS, "tp_size": 2}) == []
+    gpu_args = {**CPU_ARGS, "device": "cuda", "tp_size": 2}
+    assert multinode.sglang_multinode_gpu_problems(plan, members, gpu_args) == [
+        "multi-node server 'cpus': tp_size 2 x pp_size 1 = 2 but its 2 nodes have 0 GPUs (0 each); set tp_size x "
+        "pp_size to 0 in the group's sglang_args, or fix sglang_hardware.gpu_count"]
+
+
+# --- GPU facts: none read on a CPU host, and a declaration of GPUs there is refused --------------------------
+
+def test_a_cpu_host_has_cpu_facts_without_nvidia_smi():
+    assert cpu_facts() == cpu_facts({}) == cpu_facts({"gpu_count": 0}) == {
+        "source": "cpu", "gpu_count": 0, "gpu_model": None, "gpus": [],
+        "reason": "not applicable on a CPU host (sglang_args.device: cpu)"}
+    assert gpu_facts.is_cpu_host(CPU) and not gpu_facts.is_cpu_host(H200X2) and not gpu_facts.is_cpu_host(None)
+
+
+@pytest.mark.parametrize("decl,what", [
+    ({"gpu_model": "NVIDIA H200", "gpu_count": 2}, "gpu_count: 2, gpu_model: NVIDIA H200"),
+    ({"gpu_model": "NVIDIA H200"}, "gpu_model: NVIDIA H200"),
+    ({"hbm_bandwidth_gbs": 4800}, "hbm_bandwidth_gbs"),
+])
+def test_a_gpu_declaration_on_a_cpu_host_is_refused_with_what_to_do(decl, what):
+    with pytest.raises(GpuFactsError) as err:
+        cpu_facts(decl)
+    assert str(err.value) == (
+        "the host's server runs with device: cpu (sglang_args or sglang_args_common), so it uses no GPU, but "
+        f"sglang_hardware declares GPUs ({what}): remove sglang_hardware from the host (or set gpu_count: 0), or "
+        "drop device: cpu from its sglang_args to run it on the GPUs")
+
+
+def test_a_gpu_declaration_still_needs_a_gpu_count_on_a_gpu_host():
+    with pytest.raises(GpuFactsError, match=r"^GPU declaration: gpu_count must be a positive integer, got 0$"):
+        declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 0})
