@@ -14,6 +14,11 @@ import subprocess
 
 import pytest
 
+from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
+    check_driver,
+    check_gpu_arch,
+    check_memory_fit,
+)
 from ansible_collections.sglang.fleet.plugins.module_utils.host import gpu_facts
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import check_args, device_of, gpus_needed
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import (
@@ -140,3 +145,45 @@ def test_a_gpu_declaration_on_a_cpu_host_is_refused_with_what_to_do(decl, what):
 def test_a_gpu_declaration_still_needs_a_gpu_count_on_a_gpu_host():
     with pytest.raises(GpuFactsError, match=r"^GPU declaration: gpu_count must be a positive integer, got 0$"):
         declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 0})
+
+
+# --- compat: the GPU checks are not applicable, the memory fit is the host's RAM ---------------------------------
+
+RELEASE = {"version": "0.5.23", "pins": {"sglang": "0.5.23", "torch": "2.11.0",
+                                         "nvidia-cuda-runtime": "13.0.96"}, "files": {}}
+
+
+def test_the_driver_and_gpu_architecture_checks_are_not_applicable_on_a_cpu_host():
+    assert check_driver(RELEASE, CPU, {"toolkit": {}}) == {
+        "check": "driver", "status": "ok", "fix": "",
+        "detail": "not applicable on a CPU host (sglang_args.device: cpu): no NVIDIA driver is needed"}
+    assert check_gpu_arch(RELEASE, CPU, "x86_64", None) == {
+        "check": "gpu_arch", "status": "ok", "fix": "",
+        "detail": "not applicable on a CPU host (sglang_args.device: cpu): no GPU kernel runs there"}
+    # a GPU host without its driver stays unknown, never "not applicable"
+    assert check_driver(RELEASE, {"source": "none", "gpu_count": 0}, {"toolkit": {}})["status"] == "unknown"
+
+
+def test_a_cpu_host_weighs_the_model_against_its_ram():
+    got = check_memory_fit(CPU_ARGS, CPU, {"weight_bytes": WEIGHTS, "config": QWEN3_06B}, RAM_16G)
+    assert got == {"check": "memory_fit", "status": "ok", "fix": "", "detail": (
+        "weights 1.4 GiB / TP 1 = 1.4 GiB per rank; 16.0 GiB per rank (the host's RAM 16.0 GiB / 1 rank (at most: "
+        "SGLang gives each rank one NUMA node's share)) x mem_fraction_static 0.5 = 8.0 GiB, 6.6 GiB left for the "
+        "KV cache = 61790 tokens at 112 KiB/token (28 layers, 8 KV heads x 128 per rank, 2-byte)")}
+    # (16 GiB x 0.5 - 1,503,300,328 B) // (2 x 28 layers x 8 KV heads x 128 x 2 B) = 61790 tokens
+
+
+def test_a_model_larger_than_a_cpu_hosts_ram_is_refused_with_the_numbers():
+    args = {**CPU_ARGS, "model_path": "/models/Qwen3-32B", "tp_size": 2}
+    got = check_memory_fit(args, CPU, {"weight_bytes": 65_535_000_000, "config": QWEN3_06B}, RAM_16G)
+    assert got["status"] == "blocked"
+    assert got["detail"] == (
+        "weights 61.0 GiB / TP 2 = 30.5 GiB per rank; 8.0 GiB per rank (the host's RAM 16.0 GiB / 2 ranks (at most: "
+        "SGLang gives each rank one NUMA node's share)) x mem_fraction_static 0.5 = 4.0 GiB: the weights do not fit "
+        "(26.5 GiB short)")
+    assert got["fix"] == "add RAM, raise sglang_args.mem_fraction_static, or use a smaller or quantized model"
+
+
+def test_a_cpu_host_without_meminfo_leaves_the_fit_unknown():
+    got = check_memory_fit(CPU_ARGS, CPU, {"weight_bytes": WEIGHTS, "config": QWEN3_06B}, {})
+    assert (got["status"], got["detail"]) == ("unknown", "RAM unknown: the host's RAM is unknown (no /proc/meminfo)")
