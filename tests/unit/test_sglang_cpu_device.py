@@ -8,12 +8,14 @@ keeps its behaviour (its tests: test_sglang_args.py, test_sglang_compat.py, test
 """
 
 import importlib.util
+import json
 import pathlib
 import re
 import subprocess
 
 import pytest
 
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import hardware_line
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
     check_driver,
     check_gpu_arch,
@@ -26,6 +28,8 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import
     cpu_facts,
     declared_facts,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import roofline
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -39,6 +43,7 @@ def _load(path, name):
 
 host = _load("filter_plugins/sglang_host.py", "sglang_host")
 multinode = _load("filter_plugins/sglang_multinode.py", "sglang_multinode")
+fleet_report = _load("scripts/fleet_report.py", "fleet_report")
 
 CPU = cpu_facts()
 H200X2 = declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 2})
@@ -187,3 +192,55 @@ def test_a_model_larger_than_a_cpu_hosts_ram_is_refused_with_the_numbers():
 def test_a_cpu_host_without_meminfo_leaves_the_fit_unknown():
     got = check_memory_fit(CPU_ARGS, CPU, {"weight_bytes": WEIGHTS, "config": QWEN3_06B}, {})
     assert (got["status"], got["detail"]) == ("unknown", "RAM unknown: the host's RAM is unknown (no /proc/meminfo)")
+
+
+# --- the roofline and the reports: not applicable on a CPU host ---------------------------------------------------
+
+def test_the_roofline_is_not_applicable_on_a_cpu_host():
+    assert roofline.NOT_ON_CPU == gpu_facts.NOT_ON_CPU  # one wording, two modules (roofline.py imports nothing)
+    with pytest.raises(roofline.RooflineError, match=r"^not applicable on a CPU host \(sglang_args\.device: cpu\)$"):
+        roofline.decode_upper_bound(CPU, WEIGHTS)
+
+
+def bench(decode):
+    shape = {"api": "completions", "input_len": 512, "output_len": 256}
+    return [{"concurrency": 1, "decode_tok_s_per_stream": {"p50": decode}, "output_throughput": decode * 0.9,
+             "completed": 6, "failed": 0, **shape}]
+
+
+def test_verify_on_a_cpu_host_says_the_roofline_is_not_applicable():
+    th = {"min_decode_tok_s": 20, "history_window": 3, "regression_tolerance_pct": 5}
+    ok = evaluate(bench(25.0), th, [], CPU, WEIGHTS, "0.5.23", CPU_ARGS, "cpu1", "20261201T080000Z")
+    assert ok["ok"] is True
+    assert ok["report"]["roofline"] == {"error": "not applicable on a CPU host (sglang_args.device: cpu)",
+                                        "not_applicable": True}
+    assert ok["report"]["efficiency_pct"] is None and ok["record"]["upper_bound_tok_s"] is None
+    assert ok["report"]["gpu"] == {"source": "cpu", "gpu_model": None, "gpu_count": 0, "hbm_bandwidth_gbs": None}
+    assert ok["line"] == ("cpu1: PASS single-stream decode 25.0 tok/s (floor 20.0 tok/s, no history yet, roofline "
+                          "not applicable on a CPU host) [floor pass, history skip, accept_length skip, last_good skip]")
+    slow = evaluate(bench(10.0), th, [], CPU, WEIGHTS, "0.5.23", CPU_ARGS, "cpu1", "20261201T080000Z")
+    assert slow["failures"] == [
+        "floor: single-stream decode 10.0 tok/s < floor 20.0 tok/s (history median n/a (no passing run with this "
+        "version and flags yet); roofline not applicable on a CPU host (sglang_args.device: cpu)); check: other "
+        "processes on the host's cores (top), CPU frequency scaling, the resolved settings (ansible-playbook "
+        "audit.yml -l cpu1), the service log"]
+
+
+def test_the_audit_says_the_host_has_no_gpu():
+    assert hardware_line(CPU) == ("hardware: no GPU, the GPU facts are not applicable on a CPU host "
+                                  "(sglang_args.device: cpu); predictions that depend on the GPU say "
+                                  "'compute capability unknown'")
+
+
+def test_the_fleet_report_row_of_a_cpu_host(tmp_path):
+    th = {"min_decode_tok_s": 20, "history_window": 3, "regression_tolerance_pct": 5}
+    verify = evaluate(bench(25.0), th, [], CPU, WEIGHTS, "0.5.23", CPU_ARGS, "cpu1", "20261201T080000Z")["report"]
+    audit = {"ok": True, "sglang": {"version": "0.5.23", "era": "c"}, "hardware": CPU, "findings": []}
+    folder = tmp_path / "cpu1"
+    folder.mkdir()
+    (folder / "verify-latest.json").write_text(json.dumps(verify))
+    (folder / "audit-latest.json").write_text(json.dumps(audit))
+    row = fleet_report.host_row(str(folder))
+    assert {c: row[c] for c in ("gpus", "decode tok/s", "roofline tok/s", "of roofline", "verify")} == {
+        "gpus": "none (CPU host)", "decode tok/s": "25.0", "roofline tok/s": "n/a (CPU host)",
+        "of roofline": "n/a (CPU host)", "verify": "PASS"}
