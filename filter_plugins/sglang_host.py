@@ -16,6 +16,8 @@ pair derives are added to them: no play rewrites an inventory variable with set_
     inventory_args  the arguments as the inventory types them (the merge)
     args            inventory_args with the derived flags (what the server runs with)
     argv            args as SGLang's command line (None when a value cannot be one: the checks say why)
+    device          "cpu" when the merged arguments say `device: cpu` (a server without GPUs: no GPU
+                    facts, no GPU checks, no roofline), else "cuda" (module_utils/host/args.py device_of)
     url             where the server answers on the host itself
     multinode       the node's place in its multi-node server (filter_plugins/sglang_multinode.py:
                     group, members, rank0, node_rank, nnodes, args); {} for a server of one host
@@ -70,6 +72,7 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
         "inventory_args": inventory_args,
         "args": args,
         "argv": argv,
+        "device": sglang_args.device_of(args),
         "url": sglang_args.local_url(args),
         "multinode": node if node.get("group") else {},
         "pd": side if side.get("role") else {},

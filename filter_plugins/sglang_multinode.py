@@ -104,8 +104,9 @@ def sglang_multinode_plan(me, hostvars, groups, play_hosts_all):
 
 def sglang_multinode_gpu_problems(plan, hostvars, args):
     """TP x PP against the group's GPUs: every node the same count (ansible_facts.sglang_gpu,
-    declared or detected), and tp_size x pp_size equal to their sum."""
-    if not plan.get("group"):
+    declared or detected), and tp_size x pp_size equal to their sum. A CPU server (`device: cpu`)
+    has no GPU to count: SGLang fits its ranks to each node's NUMA nodes itself (gpus_needed)."""
+    if not plan.get("group") or sglang_args.gpus_needed(args) == 0:
         return []
     counts = {}
     for h in plan["members"]:

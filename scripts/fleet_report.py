@@ -19,10 +19,13 @@ import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import AUTO_DISABLED, UNAVAILABLE  # noqa: E402
 
 NOT_ON = (AUTO_DISABLED, UNAVAILABLE)   # statuses the "left on the table" column lists
+# A CPU host's cells (`device: cpu`): its GPUs, and the GPU roofline, which is not applicable there.
+CPU_HOST, CPU_NA = "none (CPU host)", "n/a (CPU host)"
 COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s",
            "of roofline", "left on the table", "upgrade preview"]
 
@@ -44,7 +47,8 @@ def host_row(folder):
     if audit:
         sg, hw = audit.get("sglang", {}), audit.get("hardware", {})
         row["sglang"] = f"{sg.get('version', '?')} (era {sg.get('era', '?')})"
-        row["gpus"] = f"{hw.get('gpu_count', '?')}x {hw.get('gpu_model', '?')} ({hw.get('source', '?')})"
+        row["gpus"] = (CPU_HOST if is_cpu_host(hw) else
+                       f"{hw.get('gpu_count', '?')}x {hw.get('gpu_model', '?')} ({hw.get('source', '?')})")
         off = [f"{f['name']}: {f['status']}" for f in audit.get("findings", []) if f.get("status") in NOT_ON]
         row["left on the table"] = "; ".join(off) or "nothing"
         row["audit"] = "ok" if audit.get("ok") else f"FAILED ({len(audit.get('failures', []))})"
@@ -56,6 +60,8 @@ def host_row(folder):
         row["roofline tok/s"] = f"{bound:.0f}" if isinstance(bound, (int, float)) else "?"
         eff = verify.get("efficiency_pct")
         row["of roofline"] = f"{eff:.0f} %" if isinstance(eff, (int, float)) else "?"
+        if (verify.get("roofline") or {}).get("not_applicable"):  # a CPU host: no GPU bandwidth to bound it
+            row["roofline tok/s"] = row["of roofline"] = CPU_NA
         row["verify"] = "PASS" if verify.get("passed") else "FAIL"
         row["ok"] &= bool(verify.get("passed"))
     if drift:

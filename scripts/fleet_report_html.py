@@ -175,6 +175,10 @@ def roofline_chart(hosts):
         if earlier:
             ax.scatter(earlier, [yi] * len(earlier), s=14, color="0.55", zorder=3,
                        label=None if ax.collections else "each verify run")
+        if h.get("roofline_na"):  # a CPU host: no GPU memory bandwidth, no roofline (its row says so)
+            ax.text(1, yi, f"roofline {h['row']['roofline tok/s']}", va="center", fontsize=8, color="0.3",
+                    style="italic")
+            continue
         if latest is None:
             ax.text(1, yi, "no verify run yet", va="center", fontsize=8, color="0.3", style="italic")
             continue
@@ -200,6 +204,7 @@ def host_view(folder, row):
         "name": name, "row": row, "ok": row["ok"], "points": points,
         "latest_efficiency": _number((latest or {}).get("efficiency_pct")),
         "passed": bool((latest or {}).get("passed")),
+        "roofline_na": bool(((latest or {}).get("roofline") or {}).get("not_applicable")),
         "verify_line": (latest or {}).get("line"), "failures": (latest or {}).get("failures") or [],
         "no_chart": None if points else ("no verify run yet" if latest is None else
                                          "no verify history yet (verify-history.jsonl is empty or missing)"),

@@ -30,6 +30,15 @@ options:
         CUDA version are the ones nvidia-smi reports.
     type: dict
     default: {}
+  device:
+    description:
+      - The device the host's server runs on, the host model's C(sglang_host.device).
+      - With C(cpu) (C(sglang_args.device=cpu)) nvidia-smi is not run and no GPU is needed; the facts say
+        C(source=cpu), C(gpu_count=0) and C(reason). A declaration of GPUs (O(declared) with a
+        C(gpu_count) other than 0) fails, saying to remove it or drop C(device=cpu).
+    type: str
+    choices: [cuda, cpu]
+    default: cuda
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -46,6 +55,10 @@ EXAMPLES = r"""
   sglang.fleet.gpu_facts:
     declared: {gpu_model: NVIDIA RTX A6000, gpu_count: 2}
 
+- name: A host whose server runs on the CPU (no nvidia-smi is run)
+  sglang.fleet.gpu_facts:
+    device: "{{ sglang_host.device }}"
+
 - name: Show them
   ansible.builtin.debug:
     msg: "{{ sglang_gpu.gpu_count }} x {{ sglang_gpu.gpu_model }} (sm_{{ sglang_gpu.sm }}, {{ sglang_gpu.interconnect }})"
@@ -59,11 +72,12 @@ ansible_facts:
   contains:
     sglang_gpu:
       description:
-        - C(source) (detected or none), C(gpu_count), C(gpu_model), C(gpus) (index, name,
+        - C(source) (detected, declared, none or cpu), C(gpu_count), C(gpu_model), C(gpus) (index, name,
           compute_capability, memory_mib, bus_id), C(compute_capability) (lowest), C(sm),
           C(memory_mib) (smallest per GPU), C(interconnect) (nvlink, pcie or none), C(link_matrix),
           C(nvlink_links), C(driver_version), C(cuda_version), C(hbm_bandwidth_gbs), C(gpu_spec);
-          with C(source=none) only C(gpu_count=0) and C(error).
+          with C(source=none) only C(gpu_count=0) and C(error); with C(source=cpu) C(gpu_count=0),
+          C(gpu_model=null), C(gpus=[]) and C(reason).
       returned: always
       type: dict
       sample:
@@ -83,6 +97,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import (
     GpuFactsError,
     collect_facts,
+    cpu_facts,
     declared_facts,
     declared_mismatch,
 )
@@ -94,9 +109,17 @@ def main():
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "required": {"type": "bool", "default": False},
             "declared": {"type": "dict", "default": {}},
+            "device": {"type": "str", "default": "cuda", "choices": ["cuda", "cpu"]},
         },
         supports_check_mode=True,
     )
+    if module.params["device"] == "cpu":  # no GPU to read: nvidia-smi is not run
+        try:
+            facts = cpu_facts(module.params["declared"])
+        except GpuFactsError as exc:
+            module.fail_json(msg=str(exc))
+        module.exit_json(changed=False, msg=f"no GPU facts read: {facts['reason']}",
+                         ansible_facts={"sglang_gpu": facts})
     if module.params["declared"]:
         try:
             facts = declared_facts(module.params["declared"])

@@ -154,7 +154,7 @@ def main():
         check_python(release, p["python_version"], p["architecture"], p["glibc"], index_files),
         check_driver(release, p["gpu"], drivers),
         check_gpu_arch(release, p["gpu"], p["architecture"], kernels),
-        check_memory_fit(p["args"], p["gpu"], model),
+        check_memory_fit(p["args"], p["gpu"], model, host),
         check_disk(release, host, p["profile"]),
         check_host_ram(p["args"], host, model),
     ]

@@ -14,6 +14,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import
     GpuFactsError,
     build_facts,
     collect_facts,
+    cpu_facts,
     declared_facts,
     find_spec,
     parse_query_csv,
@@ -387,6 +388,7 @@ def test_declared_errors(decl, message):
 
 FAKE_SMI = """#!{python}
 import pathlib, sys
+pathlib.Path(__file__ + ".ran").write_text("")
 case = pathlib.Path({case!r})
 args = sys.argv[1:]
 if (case / "rc").exists():
@@ -420,6 +422,28 @@ def test_module_detects_a6000_in_check_mode(tmp_path):
     facts = result["ansible_facts"]["sglang_gpu"]
     assert facts == build_facts(read("a6000x2-phb", "query-gpu.csv"), read("a6000x2-phb", "topo.txt"),
                                 read("a6000x2-phb", "nvidia-smi.txt"))
+    assert (tmp_path / "nvidia-smi.ran").exists()
+
+
+def test_module_on_a_cpu_host_runs_no_nvidia_smi(tmp_path):
+    rc, result = run_module(tmp_path, "a6000x2-phb", "device=cpu", "required=true")
+    assert rc == 0, result
+    assert result["ansible_facts"]["sglang_gpu"] == cpu_facts() == {
+        "source": "cpu", "gpu_count": 0, "gpu_model": None, "gpus": [],
+        "reason": "not applicable on a CPU host (sglang_args.device: cpu)"}
+    assert result["msg"] == "no GPU facts read: not applicable on a CPU host (sglang_args.device: cpu)"
+    assert not (tmp_path / "nvidia-smi.ran").exists()
+
+
+def test_module_refuses_a_gpu_declaration_on_a_cpu_host(tmp_path):
+    rc, result = run_module(tmp_path, "a6000x2-phb", "device=cpu",
+                            "declared='{\"gpu_model\": \"NVIDIA RTX A6000\", \"gpu_count\": 2}'")
+    assert rc == 2, result
+    assert result["msg"] == (
+        "the host's server runs with device: cpu (sglang_args or sglang_args_common), so it uses no GPU, but "
+        "sglang_hardware declares GPUs (gpu_count: 2, gpu_model: NVIDIA RTX A6000): remove sglang_hardware from the "
+        "host (or set gpu_count: 0), or drop device: cpu from its sglang_args to run it on the GPUs")
+    assert not (tmp_path / "nvidia-smi.ran").exists()
 
 
 def test_module_no_driver_is_not_an_error(tmp_path):

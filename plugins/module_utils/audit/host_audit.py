@@ -37,6 +37,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     redact_server_info,
     to_argv,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import NOT_ON_CPU, is_cpu_host
 from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     Finding,
     Runtime,
@@ -134,8 +135,12 @@ def read_model_config(model_path: str | None) -> tuple[dict | None, str]:
 # --------------------------------------------------------------------------------------
 
 def hardware_line(hw: dict) -> str:
-    """One line on the GPUs, saying honestly whether they were declared or detected."""
+    """One line on the GPUs, saying honestly whether they were declared or detected (or that a CPU
+    host has none)."""
     source = (hw or {}).get("source")
+    if is_cpu_host(hw):
+        return (f"hardware: no GPU, the GPU facts are {NOT_ON_CPU}; predictions that depend on the GPU say "
+                "'compute capability unknown'")
     if not hw or source == "none" or not hw.get("gpu_count"):
         why = (hw or {}).get("error") or "no sglang_hardware declared and nothing detected"
         return (f"hardware: unknown ({why}); predictions that depend on the GPU say "

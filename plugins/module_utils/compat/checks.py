@@ -8,7 +8,9 @@ the GPU facts (plugins/module_utils/host/gpu_facts.py) and the data tables of ro
 
 Each check returns {"check", "status", "detail", "fix"}: status "ok", "blocked" (deploy stops for
 that host before anything changes; `fix` says how to get past it) or "unknown" (`detail` says what
-is missing; never passed silently).
+is missing; never passed silently). On a CPU host (GPU facts with source "cpu": the host model's
+`device: cpu`) the GPU checks (driver, gpu_arch) are "ok" with NOT_ON_CPU as their detail (nothing
+there can stop the release), and memory_fit weighs the model against the host's RAM.
 """
 
 import re
@@ -17,7 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import find_spec
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import NOT_ON_CPU, find_spec, is_cpu_host
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import ARCHITECTURES, host_tags
 
 CHECKS = ("platform", "python", "driver", "gpu_arch", "memory_fit", "disk", "host_ram")
@@ -286,6 +288,8 @@ def check_driver(release, gpu, table):
     `table`: {"toolkit": {"13.0": "580.65.06", ...}, "minor_version_compatibility": {"13": "580.65.06", ...}}.
     """
     name = "driver"
+    if is_cpu_host(gpu):
+        return result(name, "ok", f"{NOT_ON_CPU}: no NVIDIA driver is needed")
     why = _release_known(release)
     if why:
         return result(name, "unknown", why)
@@ -372,6 +376,8 @@ def check_gpu_arch(release, gpu, architecture, table):
     or None when the file does not exist yet.
     """
     name = "gpu_arch"
+    if is_cpu_host(gpu):
+        return result(name, "ok", f"{NOT_ON_CPU}: no GPU kernel runs there")
     why = _release_known(release)
     if why:
         return result(name, "unknown", why)
@@ -443,8 +449,9 @@ def text_config(config):
     return config
 
 
-def kv_bytes_per_token(config, tp, kv_dtype="auto"):
-    """KV-cache bytes per token on one GPU (TP splits the KV heads; MLA stores one latent per layer)."""
+def kv_bytes_per_token(config, tp, kv_dtype="auto", unit="GPU"):
+    """KV-cache bytes per token on one GPU (`unit`: one rank on a CPU host; TP splits the KV heads;
+    MLA stores one latent per layer)."""
     cfg = text_config(config)
     layers = cfg.get("num_hidden_layers")
     if not layers:
@@ -471,7 +478,7 @@ def kv_bytes_per_token(config, tp, kv_dtype="auto"):
     if not kv_heads or not head_dim:
         return None, "config.json has no num_key_value_heads/head_dim (or hidden_size and num_attention_heads)"
     per_gpu_heads = max(1, -(-int(kv_heads) // int(tp)))
-    return 2 * layers * per_gpu_heads * int(head_dim) * size, f"{layers} layers{note}, {per_gpu_heads} KV heads x {head_dim} per GPU, {size}-byte"
+    return 2 * layers * per_gpu_heads * int(head_dim) * size, f"{layers} layers{note}, {per_gpu_heads} KV heads x {head_dim} per {unit}, {size}-byte"
 
 
 def gpu_memory(gpu):
@@ -487,8 +494,23 @@ def gpu_memory(gpu):
     return None, f"the memory of {gpu.get('gpu_model')!r} is unknown: set sglang_hardware.memory_mib"
 
 
-def check_memory_fit(args, gpu, model):
-    """Model weights / (TP x PP) against each GPU's memory x mem_fraction_static, with KV-cache room."""
+def cpu_rank_memory(host, ranks):
+    """(bytes per rank, where it comes from) of a CPU host's RAM shared by `ranks` ranks, or (None, why).
+
+    SGLang 0.5.23 gives each CPU rank the RAM of one NUMA node (srt/utils/common.py:917-927, total
+    RAM or the cgroup's limit / NUMA nodes) and checks at start that the ranks fit the nodes
+    (srt/utils/numa_utils.py:459-472): RAM / ranks is the most a rank can have, so what does not
+    fit it does not fit SGLang either; with fewer ranks than NUMA nodes each rank has less."""
+    total = (host or {}).get("mem_total_bytes")
+    if not total:
+        return None, "the host's RAM is unknown (no /proc/meminfo)"
+    return total / ranks, (f"the host's RAM {gib(total)} / {ranks} rank{'s' if ranks != 1 else ''} "
+                           "(at most: SGLang gives each rank one NUMA node's share)")
+
+
+def check_memory_fit(args, gpu, model, host=None):
+    """Model weights / (TP x PP) against each GPU's memory x mem_fraction_static, with KV-cache room;
+    on a CPU host (`device: cpu`) against the host's RAM (`host`: its facts) per rank."""
     name = "memory_fit"
     model = model or {}
     path = args.get("model_path", "")
@@ -498,11 +520,18 @@ def check_memory_fit(args, gpu, model):
     weights = model.get("weight_bytes")
     if not weights:
         return result(name, "unknown", f"no weights found in {path} ({model.get('error') or 'no *.safetensors'})")
-    total, source = gpu_memory(gpu)
-    if not total:
-        return result(name, "unknown", f"GPU memory unknown: {source}")
     tp = int(args.get("tp_size") or 1)
     pp = int(args.get("pp_size") or 1)
+    if is_cpu_host(gpu):
+        total, source = cpu_rank_memory(host, tp * pp)
+        if not total:
+            return result(name, "unknown", f"RAM unknown: {source}")
+        unit, ways = "rank", "add RAM"
+    else:
+        total, source = gpu_memory(gpu)
+        if not total:
+            return result(name, "unknown", f"GPU memory unknown: {source}")
+        unit, ways = "GPU", f"raise tp_size (the host has {gpu.get('gpu_count', '?')} GPUs)"
     per_gpu = weights / (tp * pp)
     frac = args.get("mem_fraction_static")
     assumed = frac is None
@@ -511,14 +540,13 @@ def check_memory_fit(args, gpu, model):
     frac_text = (f"mem_fraction_static not set, {frac} assumed (SGLang picks it at start)" if assumed
                  else f"mem_fraction_static {frac}")
     room = budget - per_gpu
-    head = (f"weights {gib(weights)} / TP {tp}" + (f" x PP {pp}" if pp > 1 else "") + f" = {gib(per_gpu)} per GPU; "
-            f"{gib(total)} per GPU ({source}) x {frac_text} = {gib(budget)}")
-    ways = f"raise tp_size (the host has {gpu.get('gpu_count', '?')} GPUs)"
+    head = (f"weights {gib(weights)} / TP {tp}" + (f" x PP {pp}" if pp > 1 else "") + f" = {gib(per_gpu)} per {unit}; "
+            f"{gib(total)} per {unit} ({source}) x {frac_text} = {gib(budget)}")
     if room <= 0:
         return result(name, "blocked", f"{head}: the weights do not fit ({gib(-room)} short)",
                       f"{ways}, raise sglang_args.mem_fraction_static, or use a smaller or quantized model")
     config = model.get("config") or {}
-    per_token, how = kv_bytes_per_token(config, tp, args.get("kv_cache_dtype", "auto"))
+    per_token, how = kv_bytes_per_token(config, tp, args.get("kv_cache_dtype", "auto"), unit)
     if per_token is None:
         return result(name, "unknown", f"{head}, {gib(room)} left for the KV cache; its size per token is unknown: {how}")
     tokens = int(room // per_token)

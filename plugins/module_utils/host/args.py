@@ -196,8 +196,31 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# The devices the project tells apart: "cuda" (the NVIDIA GPU path, SGLang's default when `device`
+# is unset: it auto-detects, 0.5.23 srt/utils/common.py:1073-1086) and "cpu" (`--device cpu`, run
+# with SGLANG_USE_CPU_ENGINE=1, 0.5.23 srt/utils/common.py:221-224). A CPU server uses no GPU.
+CPU, CUDA = "cpu", "cuda"
+
+
+def device_of(args):
+    """The device a server of these arguments runs on: "cpu" for `device: cpu`, else "cuda".
+
+    The one derivation of it: the host model (filter_plugins/sglang_host.py, `sglang_host.device`)
+    and gpus_needed call it; the roles take `sglang_host.device`."""
+    return CPU if str((args or {}).get("device") or "").strip().lower() == CPU else CUDA
+
+
 def gpus_needed(args):
-    """GPUs one node needs for these arguments: tp x pp (x dp without DP attention) / nnodes."""
+    """GPUs one node needs for these arguments: tp x pp (x dp without DP attention) / nnodes;
+    0 for a CPU server (`device: cpu`).
+
+    On CPU the ranks are processes bound to CPU cores, not GPUs: SGLang 0.5.23 itself checks at
+    start-up that dp_size x tp_size x pp_size ranks fit the NUMA nodes, or the core groups of
+    SGLANG_CPU_OMP_THREADS_BIND (srt/utils/numa_utils.py:459-496). It has no other limit on
+    tp_size for `device: cpu` (srt/arg_groups/platform_hook.py:158-173 picks the attention and
+    sampling backends, nothing more), so neither has this project."""
+    if device_of(args) == CPU:
+        return 0
     tp = args.get("tp_size", 1) or 1
     pp = args.get("pp_size", 1) or 1
     dp = 1 if args.get("enable_dp_attention") else (args.get("dp_size", 1) or 1)
@@ -259,6 +282,8 @@ def check_args(args, gpu_count=None, gpu_source="declared"):
     if problems or gpu_count is None:
         return problems
     needed = gpus_needed(norm)
+    if needed == 0:  # a CPU server: no GPU to count (device_of)
+        return problems
     if needed > gpu_count:
         problems.append(
             f"these arguments need {needed} GPU(s) per node (tp_size {norm.get('tp_size', 1)}"

@@ -6,12 +6,14 @@ facts dict; `collect_facts()` runs those commands through a caller's runner (Ans
 `module.run_command`) and never raises for a host without a GPU; `declared_facts()` fills the
 same dict from a declaration such as {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2}.
 
-Facts keys: source ("detected" | "declared" | "none"), gpu_count, gpu_model, gpus (list of
+Facts keys: source ("detected" | "declared" | "none" | "cpu"), gpu_count, gpu_model, gpus (list of
 {index, name, compute_capability, memory_mib, bus_id}), compute_capability (lowest, "8.6"),
 sm (86), memory_mib (smallest per-GPU memory), interconnect ("nvlink" | "pcie" | "none"),
 link_matrix ({"devices": [...], "links": [[...]]} from `topo -m`, or None), nvlink_links
 ("NV18", the weakest NVLink bond between any two GPUs, or None), driver_version, cuda_version,
 hbm_bandwidth_gbs (per GPU, from GPU_SPECS), gpu_spec (the GPU_SPECS key matched, or None).
+`cpu_facts()` are a `device: cpu` host's: source "cpu", gpu_count 0, gpu_model None, gpus [] and
+reason (NOT_ON_CPU); nvidia-smi is not run there.
 """
 import re
 
@@ -263,6 +265,36 @@ def build_facts(query_text, topo_text=None, banner_text=None, fields=QUERY_FIELD
 def none_facts(error):
     """Facts for a host without a usable GPU: source "none", gpu_count 0 and the reason."""
     return {"source": "none", "gpu_count": 0, "error": error}
+
+
+# A host whose server runs with `device: cpu` (the host model's sglang_host.device): it has no GPU
+# facts to read, and every GPU check or figure (compute capability, driver, GPU memory, roofline)
+# says this, in these words, instead of "unknown".
+CPU_SOURCE = "cpu"
+NOT_ON_CPU = "not applicable on a CPU host (sglang_args.device: cpu)"
+
+
+def is_cpu_host(facts):
+    """True for the facts of a CPU host (cpu_facts)."""
+    return (facts or {}).get("source") == CPU_SOURCE
+
+
+def cpu_facts(decl=None):
+    """Facts ("source": "cpu", gpu_count 0) of a host whose server runs with `device: cpu`; nvidia-smi
+    is not run. A declaration of GPUs there (sglang_hardware with a gpu_count other than 0, or a
+    gpu_model without one) contradicts the device: GpuFactsError says what to remove."""
+    decl = decl or {}
+    if not isinstance(decl, dict):
+        raise GpuFactsError(f"GPU declaration must be a mapping, got {type(decl).__name__}")
+    count = decl.get("gpu_count")
+    if decl and count != 0:
+        what = ", ".join(f"{key}: {decl[key]}" for key in ("gpu_count", "gpu_model") if key in decl) or \
+            ", ".join(sorted(map(str, decl)))
+        raise GpuFactsError(
+            f"the host's server runs with device: cpu (sglang_args or sglang_args_common), so it uses no GPU, "
+            f"but sglang_hardware declares GPUs ({what}): remove sglang_hardware from the host (or set "
+            "gpu_count: 0), or drop device: cpu from its sglang_args to run it on the GPUs")
+    return {"source": CPU_SOURCE, "gpu_count": 0, "gpu_model": None, "gpus": [], "reason": NOT_ON_CPU}
 
 
 def _first_line(*texts):

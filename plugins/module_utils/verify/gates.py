@@ -29,7 +29,9 @@ import json
 import math
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.roofline import (
+    NOT_ON_CPU,
     RooflineError,
     decode_upper_bound,
     efficiency_pct,
@@ -39,6 +41,8 @@ DECODE = "decode_tok_s@1"
 GATES = ("floor", "history", "accept_length", "last_good")
 CHECK_SPEED = ("check: GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), other processes on the GPUs "
                "(nvidia-smi), the resolved settings (ansible-playbook audit.yml -l {host}), the service log")
+CHECK_SPEED_CPU = ("check: other processes on the host's cores (top), CPU frequency scaling, the resolved settings "
+                   "(ansible-playbook audit.yml -l {host}), the service log")
 CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.yml -l {host}: "
               "speculative_algorithm and speculative_num_steps in /server_info; MTP can be silently off, "
               "sglang PR #23859), the draft model / MTP weights, speculative_num_steps and "
@@ -167,7 +171,10 @@ def baseline(history, fp_id, window, shape=None):
 
 
 def roofline(gpu, weight_bytes, tp_size, accept_length):
-    """decode_upper_bound for the host, or {"error": why} when it cannot be computed."""
+    """decode_upper_bound for the host, or {"error": why} when it cannot be computed; on a CPU host
+    {"error": NOT_ON_CPU, "not_applicable": true} (no GPU memory bandwidth bounds its decode)."""
+    if is_cpu_host(gpu):
+        return {"error": NOT_ON_CPU, "not_applicable": True}
     if not weight_bytes:
         return {"error": "model weight bytes unknown (set sglang_model_weight_bytes, or give the model folder "
                          "a model.safetensors.index.json / *.safetensors / config.json)"}
@@ -178,6 +185,8 @@ def roofline(gpu, weight_bytes, tp_size, accept_length):
 
 
 def _roof_text(roof, measured):
+    if roof.get("not_applicable"):
+        return f"roofline {roof['error']}"
     if "error" in roof:
         return f"roofline n/a ({roof['error']})"
     return (f"roofline {_fmt(roof['upper_bound_tok_s'])} at accept length {roof['accept_length']:.2f}, "
@@ -297,6 +306,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     shape = workload(lv)
     base = baseline(history, fp["id"], window, shape)
     roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
+    check_speed = CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED
     eff = None if "error" in roof else efficiency_pct(decode, roof)
     side = f"{_hist_text(base, DECODE)}; {_roof_text(roof, decode)}"
     gates = []
@@ -308,7 +318,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
         ok = decode >= floor
         msg = (f"floor: single-stream decode {_fmt(decode)} {'>=' if ok else '<'} floor {_fmt(floor)} ({side})")
         if not ok:
-            msg += "; " + CHECK_SPEED.format(host=host or "HOST")
+            msg += "; " + check_speed.format(host=host or "HOST")
             if algo:
                 msg += f"; accept length {_fmt(accept, '', 2)}"
         gates.append({"gate": "floor", "status": "pass" if ok else "fail", "measured": decode, "threshold": floor,
@@ -331,7 +341,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             msg = (f"history: {'; '.join(parts)} ({hist_of}; floor {_fmt(floor or None)}; "
                    f"{_roof_text(roof, decode)}); check: what changed since {base['last']} (driver, CUDA, "
                    f"firmware, GPU clocks, other load on the host, the model files), then "
-                   + CHECK_SPEED.format(host=host or "HOST").removeprefix("check: "))
+                   + check_speed.format(host=host or "HOST").removeprefix("check: "))
         else:
             worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
             msg = (f"history: within {tol:g} % of the median of the {hist_of}"
@@ -372,7 +382,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     failures = [g["message"] for g in gates if g["status"] == "fail"]
     ok = not failures
     status = {g["gate"]: g["status"] for g in gates}
-    roof_short = ("roofline n/a" if eff is None else
+    roof_short = ("roofline " + NOT_ON_CPU.split(" (", 1)[0] if roof.get("not_applicable") else
+                  "roofline n/a" if eff is None else
                   f"roofline {_fmt(roof['upper_bound_tok_s'])}, {eff:.1f} % of it")
     hist_short = (f"history {_fmt(base['median'].get(DECODE))} over {base['runs']}" if base["runs"]
                   else "no history yet")

@@ -31,6 +31,11 @@ EFFICIENCY = 0.83
 
 GB = 1e9  # datasheet bandwidth and weight sizes are decimal GB
 
+# A CPU host (GPU facts with source "cpu", the host model's `device: cpu`) has no GPU memory bandwidth
+# to bound decode by. The same words as module_utils/host/gpu_facts.py NOT_ON_CPU (a unit test holds
+# them equal): this module imports nothing of the repository (bench/roofline_gpu loads it alone).
+NOT_ON_CPU = "not applicable on a CPU host (sglang_args.device: cpu)"
+
 _DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "float": 4,
     "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
@@ -151,8 +156,11 @@ def decode_upper_bound(facts, weight_bytes, tp_size=1, accept_length=1.0, effici
     """Upper bound on single-stream decode tok/s for GPU facts (gpu_facts) and weight bytes.
 
     Returns {"upper_bound_tok_s", "passes_per_s", "bandwidth_gbs" (per GPU, datasheet),
-    "efficiency", "tp_size", "accept_length", "method", "formula"}.
+    "efficiency", "tp_size", "accept_length", "method", "formula"}. A CPU host's facts raise
+    RooflineError(NOT_ON_CPU).
     """
+    if facts.get("source") == "cpu":
+        raise RooflineError(NOT_ON_CPU)
     bw = facts.get("hbm_bandwidth_gbs")
     if bw is None:
         raise RooflineError(
@@ -196,6 +204,6 @@ def efficiency_pct(measured, bound):
 
 
 __all__ = [
-    "EFFICIENCY", "RooflineError", "decode_upper_bound", "efficiency_pct", "estimate_params",
+    "EFFICIENCY", "NOT_ON_CPU", "RooflineError", "decode_upper_bound", "efficiency_pct", "estimate_params",
     "model_weight_bytes",
 ]
