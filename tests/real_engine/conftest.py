@@ -1,6 +1,6 @@
 """Session fixture: a real llama-server (built from source, cached) serving the tiny test model.
 
-The first run builds llama-server (~8 min on 2 cores, see build_llama_server.sh); later runs reuse
+The first run builds llama-server (~5 min on 2 cores at -O1, see build_llama_server.sh); later runs reuse
 .cache/llama.cpp/<version>/llama-server. Deselect with `-m "not real_engine"`.
 """
 
