@@ -7,7 +7,6 @@ applicable on a CPU host" or weigh what does apply (the model against the host's
 keeps its behaviour (its tests: test_sglang_args.py, test_sglang_compat.py, test_sglang_verify.py).
 """
 
-import importlib.util
 import json
 import pathlib
 import re
@@ -15,6 +14,8 @@ import subprocess
 
 import pytest
 
+from ansible_collections.sglang.fleet.filter_plugins import sglang_host as host
+from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import hardware_line
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
     check_driver,
@@ -30,20 +31,11 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import roofline
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate
+from scripts import fleet_report
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, REPO / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-host = _load("filter_plugins/sglang_host.py", "sglang_host")
-multinode = _load("filter_plugins/sglang_multinode.py", "sglang_multinode")
-fleet_report = _load("scripts/fleet_report.py", "fleet_report")
 
 CPU = cpu_facts()
 H200X2 = declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 2})
