@@ -12,7 +12,8 @@ pair derives are added to them: no play rewrites an inventory variable with set_
     venv            the venv of `version` (ml_env builds it) and venv_marker, the lock ml_env leaves in it
     lock_file       the lock ml_env builds that venv from (<env_root>/locks/sglang-<version>-<profile>.txt)
     service         the systemd service sglang_service installs: name, unit_file, env_file, entrypoint
-                    (what the launcher starts) and launcher (sglang_common's, the unit's ExecStart)
+                    (what the launcher starts), launcher (sglang_common's, the unit's ExecStart) and
+                    environment (its non-secret sglang_service_environment)
     inventory_args  the arguments as the inventory types them (the merge)
     args            inventory_args with the derived flags (what the server runs with)
     argv            args as SGLang's command line (None when a value cannot be one: the checks say why)
@@ -67,6 +68,7 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
             "unit_file": f"/etc/systemd/system/{service}.service",
             "env_file": f"/etc/sglang/{service}.env",
             "entrypoint": hv.get("sglang_service_entrypoint") or DEFAULT_ENTRYPOINT,
+            "environment": dict(hv.get("sglang_service_environment") or {}),
             "launcher": LAUNCHER,
         },
         "inventory_args": inventory_args,

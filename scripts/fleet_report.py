@@ -47,6 +47,10 @@ def host_row(folder):
     if audit:
         sg, hw = audit.get("sglang", {}), audit.get("hardware", {})
         row["sglang"] = f"{sg.get('version', '?')} (era {sg.get('era', '?')})"
+        shadowed = [e["package"] + (": lab stand-in" if e.get("lab_standin") else ": shadowed")
+                    for e in audit.get("shadowed") or []]   # not the release's package (lab/real_sglang)
+        if shadowed:
+            row["sglang"] += f"; {', '.join(shadowed)}"
         row["gpus"] = (CPU_HOST if is_cpu_host(hw) else
                        f"{hw.get('gpu_count', '?')}x {hw.get('gpu_model', '?')} ({hw.get('source', '?')})")
         off = [f"{f['name']}: {f['status']}" for f in audit.get("findings", []) if f.get("status") in NOT_ON]

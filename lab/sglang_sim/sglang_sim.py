@@ -92,6 +92,13 @@ ALIAS_DESTS = {
 # `server_args={...}` (a dict) from 0.5.19 (0.5.19 engine.py:1098 `resolved_dict()`, 0.5.23
 # engine.py:1185 `_server_args_for_logging`, watermark keys redacted only).
 LAUNCH_COMMAND_SINCE = (0, 5, 20)
+# 0.5.23 /server_info (srt/entrypoints/http_server.py:864-893) adds to the resolved args the
+# scheduler's init info (srt/managers/scheduler.py:1937-1950: status "ready", max_total_num_tokens,
+# max_req_input_len = min(context_len - 1, KV capacity - 1) - 5 at srt/managers/tp_worker.py:568-572,
+# startup_time, hicache_object_layout), kv_events (srt/utils/common.py:3584-3593) and frontend
+# "python". Checked against the real 0.5.23 on lab host cpu1
+# (tests/fixtures/real_sglang/0.5.23-cpu-server_info.json); older releases' additions are not modelled.
+SCHEDULER_INFO_SINCE = (0, 5, 23)
 WATERMARK_REDACTED_SINCE = (0, 5, 22)
 ARGS_LOGGED_AS_DICT_SINCE = (0, 5, 19)
 
@@ -447,7 +454,10 @@ def resolve(sgs, src, parser, argv, model_config, hardware):
     for key, value in given.items():
         if key in resolved:
             resolved[key] = value
+    graph_flags = {key: resolved.get(key) for key in ("cuda_graph_backend_decode", "cuda_graph_backend_prefill")}
     _table_resolution(src.version, resolved, model_config, hardware)
+    if "cuda_graph_config" in resolved:
+        _publish_graph_config(resolved, graph_flags)
     if resolved.get("tokenizer_path") is None and "tokenizer_path" in resolved:
         resolved["tokenizer_path"] = resolved.get("model_path")
     if resolved.get("served_model_name") is None and "served_model_name" in resolved:
@@ -455,6 +465,22 @@ def resolve(sgs, src, parser, argv, model_config, hardware):
     if "mem_fraction_static" in resolved and resolved["mem_fraction_static"] is None:
         resolved["mem_fraction_static"] = 0.85
     return resolved
+
+
+def _publish_graph_config(resolved: dict, flags: dict) -> None:
+    """0.5.18+: the per-phase flags stay as given (None when unset) and the resolution is published in
+    `cuda_graph_config` (0.5.18 server_args.py:4507-4520, 0.5.23 arg_groups/cuda_graph_hook.py:47-75:
+    --disable-cuda-graph turns both phases off, an explicit per-phase backend wins over it). torch_native
+    attention turns both off afterwards (0.5.18 server_args.py:5966-5970, 0.5.23
+    arg_groups/attention_hook.py:124-141). The real 0.5.23 on CPU (lab host cpu1, torch_native) answers
+    {"decode": {"backend": "disabled", "max_bs": 32, ...}, "prefill": {"backend": "disabled", ...}};
+    the batch-size fields are not modelled."""
+    torch_native = resolved.get("attention_backend") == "torch_native"
+    decode = flags["cuda_graph_backend_decode"] or ("disabled" if resolved.get("disable_cuda_graph") else "full")
+    prefill = resolved.get("cuda_graph_backend_prefill") or "breakable"   # resolved by _table_resolution
+    resolved["cuda_graph_config"] = {"decode": {"backend": "disabled" if torch_native else decode},
+                                     "prefill": {"backend": "disabled" if torch_native else prefill}}
+    resolved.update(flags)
 
 
 def apply_faults(resolved: dict, cfg: dict) -> None:
@@ -473,8 +499,13 @@ def apply_faults(resolved: dict, cfg: dict) -> None:
         resolved[f"disable_{name}"], hit = True, True
     if f"enable_{name}" in resolved:
         resolved[f"enable_{name}"], hit = False, True
-    if name == "piecewise_cuda_graph" and "cuda_graph_backend_prefill" in resolved:
+    config = resolved.get("cuda_graph_config")
+    if name == "piecewise_cuda_graph" and isinstance(config, dict):     # 0.5.18+ publish it here
+        config["prefill"]["backend"], hit = "disabled", True
+    elif name == "piecewise_cuda_graph" and "cuda_graph_backend_prefill" in resolved:
         resolved["cuda_graph_backend_prefill"], hit = "disabled", True
+    if name == "cuda_graph" and isinstance(config, dict):
+        config["decode"]["backend"] = "disabled"
     if not hit:
         raise SimError(f"sglang-sim: disable_optimization={name!r} matches no setting of "
                        "this SGLang version (neither disable_<name> nor enable_<name>)")
@@ -612,6 +643,14 @@ class Engine:
         info = dict(self.resolved)
         if self.launch_command is not None:
             info["launch_command"] = self.launch_command
+        if version_tuple(self.version) >= SCHEDULER_INFO_SINCE:
+            context = int(self.resolved.get("context_length") or self.model_config.get("max_position_embeddings")
+                          or DEFAULT_TOKEN_CAPACITY)
+            info.update({"status": "ready", "max_total_num_tokens": self.capacity,
+                         "max_req_input_len": min(context - 1, self.capacity - 1) - 5,
+                         "startup_time": {"load_weight": round(self.load_s, 3)},
+                         "hicache_object_layout": {"backend": None, "enabled": False},
+                         "kv_events": None, "frontend": "python"})
         return {**info, "internal_states": [state], "version": self.version}
 
     def metrics(self) -> str:
@@ -625,9 +664,11 @@ class Engine:
                 lines.extend([f"# HELP sglang:{metric} {helptext}", f"# TYPE sglang:{metric} gauge",
                               f"sglang:{metric}{{{lab}}} {value}"])
 
+            # prometheus_client's text format names a counter's family with `_total` in its HELP and
+            # TYPE lines too (the real 0.5.23 on lab host cpu1: `# TYPE sglang:prompt_tokens_total counter`)
             def counter(metric, value, helptext):
-                lines.extend([f"# HELP sglang:{metric} {helptext}",
-                              f"# TYPE sglang:{metric} counter",
+                lines.extend([f"# HELP sglang:{metric}_total {helptext}",
+                              f"# TYPE sglang:{metric}_total counter",
                               f"sglang:{metric}_total{{{lab}}} {float(value)}"])
 
             def hist(metric, h, helptext):

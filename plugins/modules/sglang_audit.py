@@ -43,6 +43,10 @@ options:
   api_key: {description: The server's API key (sent as a Bearer token)., type: str, default: ""}
   timeout: {description: Seconds for each HTTP request., type: int, default: 10}
   host: {description: Name used in messages., type: str, default: ""}
+  environment:
+    description: The service's environment (sglang_host.service.environment); packages its PYTHONPATH puts ahead of the release's are reported (C(shadowed)) and warned about.
+    type: dict
+    default: {}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -104,6 +108,7 @@ def main():
             api_key=dict(type="str", default="", no_log=True),
             timeout=dict(type="int", default=10),
             host=dict(type="str", default=""),
+            environment=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -121,7 +126,7 @@ def main():
     try:
         report = static_audit(src, p["args"], p["hardware"], p["expect"], source_path=path,
                               model_config=model_config, model_note=note, host=p["host"],
-                              assertions=p["assertions"])
+                              assertions=p["assertions"], environment=p["environment"])
     except AuditError as exc:
         module.fail_json(msg=str(exc))
     extra = {"installed": True}

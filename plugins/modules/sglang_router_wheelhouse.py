@@ -45,16 +45,15 @@ source_dir: {description: Extracted C(sglang_router) package folder of this rele
 downloaded: {description: Wheels downloaded by this run., type: list, returned: always}
 """
 
-import hashlib
 import os
 import shutil
-import tarfile
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     WheelError,
+    bundle,
     check_hash,
     choose_wheel,
     find_uv,
@@ -109,29 +108,6 @@ def extract_package(wheel, version, dest):
     return os.path.join(target, "sglang_router")
 
 
-def bundle(wheels, lock, version, dest):
-    """One uncompressed tar of the chosen wheels (dest/bundles/, named by the sha256 of the lock and
-    the wheel names: one per host platform), so the host gets them in one transfer rather than one
-    SSH copy per wheel. Made once, atomically."""
-    wheels = sorted(wheels)
-    names = "\n".join(os.path.basename(w) for w in wheels)
-    digest = hashlib.sha256(f"{lock}\n{names}".encode()).hexdigest()[:16]
-    path = os.path.join(dest, "bundles", f"sglang-router-{version}-{digest}.tar")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-            for wheel in wheels:
-                info = tar.gettarinfo(wheel, arcname=os.path.basename(wheel))
-                info.uid = info.gid = 0
-                info.uname = info.gname = "root"
-                info.mode, info.mtime = 0o644, 0
-                with open(wheel, "rb") as f:
-                    tar.addfile(info, f)
-        os.rename(tmp, path)
-    return path
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -149,7 +125,7 @@ def main():
     try:
         lock_file, lock, chosen, downloaded = fill(module, p)
         source_dir = extract_package(chosen["sglang-router"], p["version"], p["dest"])
-        archive = bundle(chosen.values(), lock, p["version"], p["dest"])
+        archive = bundle(chosen.values(), lock, f"sglang-router-{p['version']}", p["dest"])
     except WheelError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, wheels=sorted(chosen.values()), lock=lock, lock_file=lock_file,

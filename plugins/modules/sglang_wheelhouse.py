@@ -52,6 +52,8 @@ wheels: {description: Every wheel the host installs from the lock (sglang alone 
 lock: {description: The hash-locked requirements the host installs with --require-hashes., type: str, returned: always}
 lock_file: {description: Where that lock is kept on the controller., type: str, returned: always}
 uv_wheel: {description: "Path of the uv wheel for the host, or empty.", type: str, returned: always}
+bundle: {description: "Full profile: one uncompressed tar of I(wheels) and the uv wheel (made once per lock in
+    the wheelhouse's bundles/), pushed to the host in one transfer; empty for light.", type: str, returned: always}
 uv_lock: {description: "The hash-locked uv requirement (PyPI's sha256 of that wheel), or empty.", type: str, returned: always}
 source_dir: {description: Extracted C(sglang) package folder of this release., type: str, returned: always}
 pins: {description: "The sglang wheel's exact pins on this host (name -> version) plus extra_pins, sorted.", type: dict, returned: always}
@@ -66,6 +68,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     WheelError,
+    bundle,
     check_hash,
     choose_wheel,
     find_uv,
@@ -192,6 +195,9 @@ def main():
             uv_file, uv_lock = house.lock(f"uv-{p['uv_version']}", f"uv=={p['uv_version']}", no_deps=True)
             uv_wheel = house.wheels(uv_file, uv_lock)["uv"]
         source_dir = extract_source(wheel, p["version"], p["dest"])
+        archive = "" if p["profile"] == "light" or module.check_mode else \
+            bundle([*wheels, *([uv_wheel] if uv_wheel else [])], lock + uv_lock,
+                   os.path.basename(lock_file)[:-len(".txt")], p["dest"])
     except WheelError as exc:
         module.fail_json(msg=str(exc))
 
@@ -204,6 +210,7 @@ def main():
         lock_file=lock_file,
         uv_wheel=uv_wheel,
         uv_lock=uv_lock,
+        bundle=archive,
         source_dir=source_dir,
         pins=dict(sorted(pins.items())),
         downloaded=house.downloaded,

@@ -327,7 +327,10 @@ def test_ct129_profile_on_0_5_20(sim):
     info = s.json("/server_info")
     assert info["version"] == "0.5.20"
     assert "disable_piecewise_cuda_graph" not in info            # flag removed in 0.5.20
-    assert info["cuda_graph_backend_prefill"] == "breakable"     # Qwen3.5 on the allow-list
+    # 0.5.18+ publish the resolved backend in cuda_graph_config and keep the flag as given (unset here),
+    # as the real 0.5.23 does (lab host cpu1: cuda_graph_backend_prefill None, the config's backend set)
+    assert info["cuda_graph_backend_prefill"] is None
+    assert info["cuda_graph_config"]["prefill"]["backend"] == "breakable"     # Qwen3.5 on the allow-list
     assert (info["speculative_algorithm"], info["speculative_num_steps"],
             info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (
         "EAGLE", 3, 1, 4)
@@ -449,6 +452,8 @@ def test_metrics_with_enable_metrics(ct129):
     samples = {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
     assert set(METRIC_NAMES) <= samples
     assert "# TYPE sglang:time_to_first_token_seconds histogram" in text
+    # a counter's family is named with _total, as prometheus_client writes it for the real server
+    assert "# TYPE sglang:generation_tokens_total counter" in text and "# TYPE sglang:generation_tokens " not in text
     gen = [line for line in text.splitlines() if line.startswith("sglang:generation_tokens_total")]
     assert float(gen[0].rsplit(" ", 1)[1]) >= 4
 
@@ -522,7 +527,7 @@ def test_disable_piecewise_cuda_graph(sim):
 def test_disable_piecewise_on_0_5_20(sim):
     s = sim("0.5.20", CT129_ARGV, config={"disable_optimization": "piecewise_cuda_graph"})
     s.wait_healthy()
-    assert s.json("/server_info")["cuda_graph_backend_prefill"] == "disabled"
+    assert s.json("/server_info")["cuda_graph_config"]["prefill"]["backend"] == "disabled"
 
 
 def test_disable_optimization_unknown_name_fails(sim):
@@ -542,3 +547,36 @@ def test_crash_after_requests(sim):
     rc, err = run_to_exit(s, timeout=5)
     assert rc == 1
     assert "simulated crash after 2 generation requests" in err
+
+
+# ----------------------------------------------------------------------------- the real server as the oracle
+
+REAL_0_5_23 = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "real_sglang"
+                          / "0.5.23-cpu-server_info.json").read_text())
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 4096,
+              "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+# ServerArgs fields the real 0.5.23 answers that have no command-line flag (the simulator builds its
+# answer from the release's parser): known, listed, not modelled.
+NOT_MODELLED_0_5_23 = {
+    "_radix_eviction_policy_explicitly_set", "_speculative_draft_quantization_explicitly_set",
+    "_swa_full_tokens_ratio_explicitly_set", "aux_hidden_state_capture", "custom_sigquit_handler",
+    "enable_cp_tp_group_sharing", "grpc_worker_threads", "speculative_boundary_reduction", "stat_loggers",
+    "uses_mamba_radix_cache", "watermark_context_window", "watermark_default_enabled", "watermark_enforce_all",
+    "watermark_key", "watermark_key_b", "watermark_max_probability", "watermark_mixing_probability"}
+
+
+def test_the_simulator_as_0_5_23_answers_server_info_as_the_real_server_did(sim):
+    """The capture of the real 0.5.23 on lab host cpu1 (CPU, torch_native, the tiny Llama) against the
+    simulator started with the same flags."""
+    s = sim("0.5.23", ["--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
+                       "--max-total-tokens", "8192", "--enable-metrics"], model=TINY_LLAMA, weight_bytes=216_000)
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert set(REAL_0_5_23) - set(info) == NOT_MODELLED_0_5_23
+    assert set(info) - set(REAL_0_5_23) == {"config"}    # the parser's --config file option, not a ServerArgs field
+    for key in ("version", "status", "max_total_num_tokens", "max_req_input_len", "frontend", "kv_events",
+                "context_length", "cuda_graph_backend_prefill", "cuda_graph_backend_decode", "disable_cuda_graph",
+                "max_total_tokens", "device", "attention_backend", "tp_size", "api_key"):
+        assert info[key] == REAL_0_5_23[key], key
+    for phase in ("decode", "prefill"):
+        assert info["cuda_graph_config"][phase]["backend"] == REAL_0_5_23["cuda_graph_config"][phase]["backend"]

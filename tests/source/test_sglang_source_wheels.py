@@ -318,3 +318,32 @@ def test_help_is_not_a_server_flag(src, version, capsys):
     [p] = validate_argv(s, ["--model-path", "m", "--h", "x"])   # --help is one of the candidates
     assert p.kind == "ambiguous"
     assert p.suggestion[0] == "--help"
+
+
+# The CUDA-graph rules a CPU host meets (the real 0.5.23 on lab host cpu1 resolved both graphs to
+# "disabled" for torch_native: tests/lab/test_real_sglang_lab.py), each at its line in the release.
+@pytest.mark.parametrize(("version", "torch_native", "legacy_flag"), [
+    ("0.5.11", ("sglang/srt/server_args.py", 2553), None),
+    ("0.5.18", ("sglang/srt/server_args.py", 5966), ("sglang/srt/server_args.py", 4507)),
+    ("0.5.23", ("sglang/srt/arg_groups/attention_hook.py", 124), ("sglang/srt/arg_groups/cuda_graph_hook.py", 55))])
+def test_cuda_graph_off_rules_are_found_where_the_release_has_them(src, version, torch_native, legacy_flag):
+    rules = src(version).rules
+    assert (rules["torch_native_disables_cuda_graph"].file, rules["torch_native_disables_cuda_graph"].line) \
+        == torch_native
+    found = rules.get("disable_cuda_graph_disables_prefill_graph")
+    assert ((found.file, found.line) if found else None) == legacy_flag
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
+def test_torch_native_and_the_legacy_flag_turn_the_prefill_graph_off(src, version):
+    tiny = {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 4096}
+    native = {f.name: f for f in predict(src(version), {"model_path": "/m", "attention_backend": "torch_native"},
+                                         {}, tiny)}
+    assert native["prefill/piecewise CUDA graph"].status == native["decode CUDA graph"].status == "auto-disabled"
+    legacy = {f.name: f for f in predict(src(version), {"model_path": "/m", "disable_cuda_graph": True}, {}, tiny)}
+    assert (legacy["prefill/piecewise CUDA graph"].status, legacy["prefill/piecewise CUDA graph"].value) == \
+        ("off by default", "disabled")
+    # an explicit prefill backend wins over the legacy flag (it is applied after it)
+    explicit = {f.name: f for f in predict(src(version), {"model_path": "/m", "disable_cuda_graph": True,
+                                                          "cuda_graph_backend_prefill": "breakable"}, {}, tiny)}
+    assert explicit["prefill/piecewise CUDA graph"].status == "on"

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.sglang.fleet.filter_plugins import sglang_host as host
 from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
-from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import hardware_line
+from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import hardware_line, shadowed_packages
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
     check_driver,
     check_gpu_arch,
@@ -105,6 +105,20 @@ def test_the_other_argument_checks_still_apply_on_a_cpu_host():
     assert check_args({**CPU_ARGS, "tp_size": 0}, 0, "cpu") == [
         "sglang_args.tp_size is 0: it must be a whole number >= 1 (e.g. tp_size: 2, without quotes)"]
 
+
+@pytest.mark.parametrize("environment", [{}, {"SGLANG_USE_CPU_ENGINE": "0"}, {"OMP_NUM_THREADS": "2"}])
+def test_a_cpu_server_without_sglangs_cpu_switch_is_refused_with_the_fix(environment):
+    # Without SGLANG_USE_CPU_ENGINE=1 SGLang's is_cpu() is False and it fails at start-up on the CUDA path
+    # (the real 0.5.23 on this machine: rotary_embedding/base.py:138 imports vllm's CUDA ops).
+    problems = check_args(CPU_ARGS, 0, "cpu", environment)
+    assert len(problems) == 1
+    assert "SGLANG_USE_CPU_ENGINE: \"1\"" in problems[0] and "sglang_service_environment" in problems[0]
+
+
+def test_a_cpu_server_with_sglangs_cpu_switch_passes_and_a_gpu_server_needs_none():
+    assert check_args(CPU_ARGS, 0, "cpu", {"SGLANG_USE_CPU_ENGINE": "1"}) == []
+    assert check_args(CPU_ARGS, 0, "cpu", {"SGLANG_USE_CPU_ENGINE": 1}) == []  # YAML's unquoted 1
+    assert check_args({"model_path": "/models/m"}, 1, "declared", {}) == []
 
 def test_a_multi_node_cpu_server_has_no_gpus_to_count():
     members = {"c0": {"ansible_facts": {"sglang_gpu": CPU}}, "c1": {"ansible_facts": {"sglang_gpu": CPU}}}
@@ -236,3 +250,36 @@ def test_the_fleet_report_row_of_a_cpu_host(tmp_path):
     assert {c: row[c] for c in ("gpus", "decode tok/s", "roofline tok/s", "of roofline", "verify")} == {
         "gpus": "none (CPU host)", "decode tok/s": "25.0", "roofline tok/s": "n/a (CPU host)",
         "of roofline": "n/a (CPU host)", "verify": "PASS"}
+
+
+def test_the_fleet_report_names_a_package_that_is_not_the_releases(tmp_path):
+    audit = {"ok": True, "sglang": {"version": "0.5.23", "era": "C"}, "hardware": CPU, "findings": [],
+             "shadowed": [{"package": "sgl_kernel", "path": "/opt/sglang-lab/kernel-standin/sgl_kernel",
+                           "lab_standin": True}]}
+    folder = tmp_path / "cpu1"
+    folder.mkdir()
+    (folder / "audit-latest.json").write_text(json.dumps(audit))
+    assert fleet_report.host_row(str(folder))["sglang"] == "0.5.23 (era C); sgl_kernel: lab stand-in"
+    audit["shadowed"][0]["lab_standin"] = False
+    (folder / "audit-latest.json").write_text(json.dumps(audit))
+    assert fleet_report.host_row(str(folder))["sglang"] == "0.5.23 (era C); sgl_kernel: shadowed"
+
+
+def test_a_package_on_the_services_pythonpath_that_shadows_the_releases_is_found(tmp_path):
+    site = tmp_path / "venv" / "site-packages"
+    for package in ("sglang", "sgl_kernel", "torch"):
+        (site / package).mkdir(parents=True)
+    (site / "six.py").write_text("")
+    first, second = tmp_path / "standin", tmp_path / "other"
+    (first / "sgl_kernel").mkdir(parents=True)
+    (first / "sgl_kernel" / "__init__.py").write_text('"""stand-in"""\nLAB_STANDIN = True\n')
+    (first / "mine").mkdir()                                    # not in the release: not reported
+    (first / "mine" / "__init__.py").write_text("")
+    second.mkdir()
+    (second / "six.py").write_text("")                          # a module file shadows too
+    (second / "torch").mkdir()                                  # a folder without __init__.py does not
+    env = {"PYTHONPATH": f"{first}:{tmp_path / 'missing'}:{second}"}
+    assert shadowed_packages(env, str(site / "sglang")) == [
+        {"package": "sgl_kernel", "path": str(first / "sgl_kernel"), "lab_standin": True},
+        {"package": "six", "path": str(second / "six.py"), "lab_standin": False}]
+    assert shadowed_packages({}, str(site / "sglang")) == []

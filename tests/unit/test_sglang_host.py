@@ -113,6 +113,6 @@ def test_the_paths_follow_the_inventory():
         "/opt/ml-env/locks/sglang-0.5.11-light.txt")
     assert m["service"] == {"name": "sglang-a", "unit_file": "/etc/systemd/system/sglang-a.service",
                             "env_file": "/etc/sglang/sglang-a.env", "entrypoint": "sglang.launch_server",
-                            "launcher": "/usr/local/lib/sglang-fleet/sglang_launch.py"}
+                            "launcher": "/usr/local/lib/sglang-fleet/sglang_launch.py", "environment": {}}
     hv["solo"]["ml_env_root"] = "/srv/envs"  # ml_env's own root wins: it is where ml_env builds
     assert model("solo", hv, groups)["venv"] == "/srv/envs/sglang-0.5.11"

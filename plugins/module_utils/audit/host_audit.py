@@ -343,7 +343,7 @@ def _check_optimisation(key: str, expected, f) -> Check:
 
 def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *, source_path: str = "",
                  model_config: dict | None = None, model_note: str = "", host: str = "",
-                 assertions: list | None = None) -> dict:
+                 assertions: list | None = None, environment: dict | None = None) -> dict:
     """The static report (a JSON-able dict) for one host; ``report["failures"]`` lists what fails.
 
     ``args`` is the host model's mapping (sglang_host.args); it goes through the same
@@ -351,6 +351,7 @@ def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *,
     ``assertions`` (sglang_source_assertions) are evaluated over the installed package folder
     (``source_path``); each one that fails or cannot be checked fails the report like an unmet
     expectation. Invalid assertion data raises AuditError (preflight refuses it earlier).
+    ``environment`` (the service's) is searched for packages that shadow the release's.
     """
     where = f"{host}: " if host else ""
     problems = validate_assertions(assertions)
@@ -380,16 +381,54 @@ def static_audit(src, args: dict, hardware: dict, expect: dict | None = None, *,
         "argv": argv,
         "args": norm,
         "warnings": [p.message for p in problems],
+        "shadowed": shadowed_packages(environment, source_path or src.path),
         "findings": [dataclasses.asdict(f) for f in findings],
         "expectations": [dataclasses.asdict(c) for c in checks],
         "failures": [c.message(host) for c in checks if c.ok is False],
     }
+    report["warnings"] += [shadowed_warning(entry) for entry in report["shadowed"]]
     results = evaluate_assertions(assertions or [], str(source_path or src.path))
     report["assertions"] = results
     report["failures"] += [assertion_failure(r, src.version, host) for r in results if r["status"] != "pass"]
     report["lines"] = _static_lines(report, src, findings, checks, host) + assertion_lines(results, src.version, host)
     report["ok"] = not report["failures"]
     return report
+
+
+def shadowed_packages(environment: dict | None, source_path: str) -> list[dict]:
+    """Packages of the installed release that the service's PYTHONPATH puts something else ahead of.
+
+    ``environment`` is the service's (sglang_host.service.environment); ``source_path`` the installed
+    ``sglang`` package folder, whose parent is the venv's site-packages. Each entry: ``{"package",
+    "path" (what the server imports), "lab_standin" (the lab's sgl_kernel stand-in, which says so with
+    ``LAB_STANDIN = True``)}``. The lab's real-SGLang host is the case in point (lab/real_sglang):
+    its reports must say that sgl_kernel is not the release's.
+    """
+    site = os.path.dirname(os.path.abspath(source_path)) if source_path else ""
+    found = []
+    for entry in str((environment or {}).get("PYTHONPATH") or "").split(":"):
+        if not entry or not site or not os.path.isdir(entry):
+            continue
+        for name in sorted(os.listdir(entry)):
+            package = name[:-3] if name.endswith(".py") else name
+            init = os.path.join(entry, name) if name.endswith(".py") else os.path.join(entry, name, "__init__.py")
+            if not os.path.isfile(init) or not (os.path.isdir(os.path.join(site, package))
+                                                or os.path.isfile(os.path.join(site, package + ".py"))):
+                continue
+            try:
+                with open(init, encoding="utf-8", errors="replace") as fh:
+                    standin = re.search(r"^LAB_STANDIN\s*=\s*True", fh.read(), re.M) is not None
+            except OSError:
+                standin = False
+            found.append({"package": package, "path": os.path.join(entry, name), "lab_standin": standin})
+    return found
+
+
+def shadowed_warning(entry: dict) -> str:
+    what = ("the lab's stand-in for sglang-kernel's CPU build (lab/real_sglang/README.md), not the release's kernels"
+            if entry["lab_standin"] else "not the release's")
+    return (f"{entry['package']} is shadowed by the service's PYTHONPATH: the server imports {entry['path']}, "
+            f"{what}")
 
 
 def _static_lines(report, src, findings, checks, host) -> list[str]:
@@ -531,6 +570,10 @@ def compare_resolved(findings, resolved: dict, why: str = _UNMODELLED) -> tuple[
                     miss(f, f"{_show(f.value)} (set explicitly)", f"{key}={_show(resolved[key])}")
                 else:
                     lines.append(f"  {f.name}: {_show(resolved[key])}, as predicted ({key}={_show(resolved[key])})")
+                continue
+            if resolved[key] is None:   # e.g. context_length: /server_info shows the flag as given (0.5.23)
+                lines.append(f"  {f.name}: the server shows {key} as given (unset), not what it resolved "
+                             f"(predicted {_show(f.value)})")
                 continue
             lines.append(f"  {f.name}: server resolved {key}={_show(resolved[key])} (predicted {_show(f.value)})")
         else:

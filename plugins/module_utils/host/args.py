@@ -248,10 +248,11 @@ def check_expect(expect):
     return problems
 
 
-def check_args(args, gpu_count=None, gpu_source="declared"):
+def check_args(args, gpu_count=None, gpu_source="declared", environment=None):
     """Problems with a host's SGLang arguments that SGLang itself would only find at start-up.
 
-    Returns a list of messages (empty when fine); each says what is wrong and how to fix it.
+    `environment` is the server's (sglang_service_environment), when known. Returns a list of
+    messages (empty when fine); each says what is wrong and how to fix it.
     """
     if not isinstance(args, dict):
         return [f"sglang_args must be a mapping, got {type(args).__name__}"]
@@ -279,6 +280,14 @@ def check_args(args, gpu_count=None, gpu_source="declared"):
     ctx = norm.get("context_length")
     if ctx is not None and (not _is_int(ctx) or ctx < 1):
         problems.append(f"sglang_args.context_length is {ctx!r}: it must be a whole number of tokens")
+    if device_of(norm) == CPU and environment is not None \
+            and str((environment or {}).get("SGLANG_USE_CPU_ENGINE", "")) != "1":
+        # is_cpu() is False without it (0.5.23 srt/utils/common.py:220-224, 0.5.11 :181-183): SGLang
+        # then takes its CUDA code paths and fails at start-up (0.5.23: rotary_embedding/base.py:138
+        # imports vllm's CUDA ops), after the old release has been stopped.
+        problems.append("sglang_args.device is cpu but sglang_service_environment has no SGLANG_USE_CPU_ENGINE: "
+                        "\"1\": SGLang runs its CPU path only with it (srt/utils/common.py is_cpu) and otherwise "
+                        "fails at start-up; add SGLANG_USE_CPU_ENGINE: \"1\" to sglang_service_environment")
     if problems or gpu_count is None:
         return problems
     needed = gpus_needed(norm)

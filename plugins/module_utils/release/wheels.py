@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -222,8 +223,14 @@ def full_requirement(wheel, version, python_version, architecture, extra_pins):
 
 def pip_download(run, dest, requirements, python_version, architecture, glibc, retries):
     """pip download the wheels of `requirements` for one host's CPython and platform into a private
-    folder, then move each into `dest` whole (no partial files). `run(argv)` -> (rc, out, err).
-    Returns (rc, out, err, argv) of the last attempt; rc 0: every wheel is in `dest`."""
+    folder, then move each into `dest` whole (no partial files). `run(argv, environ_update=...)`
+    -> (rc, out, err), as AnsibleModule.run_command. Returns (rc, out, err, argv) of the last
+    attempt; rc 0: every wheel is in `dest`.
+
+    The controller's own pip constraint files (pip.conf `constraint`) are set aside: the lock's
+    exact pins are the constraint, made for another host, and a cap meant for the controller's
+    installs (e.g. `torchvision<=0.29.1`) would only make its pinned wheel impossible to fetch.
+    Index settings (pip.conf's index-url, a mirror) still apply."""
     minor = python_version.split(".")[1]
     tmp = tempfile.mkdtemp(prefix=".download-", dir=dest)
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -234,7 +241,7 @@ def pip_download(run, dest, requirements, python_version, architecture, glibc, r
     argv += list(requirements)
     try:
         for attempt in range(1, max(retries, 1) + 1):
-            rc, out, err = run(argv)
+            rc, out, err = run(argv, environ_update={"PIP_CONSTRAINT": os.devnull})
             if rc == 0:
                 for name in os.listdir(tmp):
                     os.replace(os.path.join(tmp, name), os.path.join(dest, name))
@@ -301,3 +308,27 @@ def make_lock(run, uv, dest, key, requirement, python_version, architecture, gli
             fh.write(text)
         os.replace(os.path.join(tmp, "final"), path)
     return path, text
+
+
+def bundle(wheels, lock, name, dest):
+    """One uncompressed tar of the chosen wheels (dest/bundles/<name>-<digest>.tar, the digest of the
+    lock and the wheel names: one per lock and host platform), so the host gets them in one transfer
+    rather than one SSH copy per wheel (a full SGLang profile has ~200: minutes of round trips).
+    Made once, atomically; the host's installer checks every wheel against the lock again."""
+    wheels = sorted(wheels)
+    names = "\n".join(os.path.basename(w) for w in wheels)
+    digest = hashlib.sha256(f"{lock}\n{names}".encode()).hexdigest()[:16]
+    path = os.path.join(dest, "bundles", f"{name}-{digest}.tar")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            for wheel in wheels:
+                info = tar.gettarinfo(wheel, arcname=os.path.basename(wheel))
+                info.uid = info.gid = 0
+                info.uname = info.gname = "root"
+                info.mode, info.mtime = 0o644, 0
+                with open(wheel, "rb") as f:
+                    tar.addfile(info, f)
+        os.rename(tmp, path)
+    return path

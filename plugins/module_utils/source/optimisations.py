@@ -47,7 +47,19 @@ def _has(r: dict, key: str) -> bool:
     return key in r and r[key] is not None
 
 
+def _graph_config_backend(r: dict, phase: str):
+    """The backend a phase's CUDA graph resolved to, from ``cuda_graph_config`` (0.5.18+: the
+    per-phase flags stay as given, None when unset, and the resolution lands here; the real 0.5.23
+    answers ``{"decode": {"backend": "disabled", ...}, "prefill": {...}}``), else None."""
+    config = r.get("cuda_graph_config")
+    backend = (config.get(phase) or {}).get("backend") if isinstance(config, dict) else None
+    return backend if isinstance(backend, str) else None
+
+
 def _read_prefill_graph(r: dict):
+    backend = _graph_config_backend(r, "prefill")
+    if backend:
+        return backend != "disabled", f"cuda_graph_config.prefill.backend={backend}"
     if _has(r, "cuda_graph_backend_prefill"):       # layouts B/C: per-phase backend
         return r["cuda_graph_backend_prefill"] != "disabled", \
             f"cuda_graph_backend_prefill={_show(r['cuda_graph_backend_prefill'])}"
@@ -61,6 +73,9 @@ def _read_prefill_graph(r: dict):
 
 
 def _read_decode_graph(r: dict):
+    backend = _graph_config_backend(r, "decode")
+    if backend:
+        return backend != "disabled", f"cuda_graph_config.decode.backend={backend}"
     if _has(r, "cuda_graph_backend_decode"):
         return r["cuda_graph_backend_decode"] != "disabled", \
             f"cuda_graph_backend_decode={_show(r['cuda_graph_backend_decode'])}"
@@ -70,10 +85,12 @@ def _read_decode_graph(r: dict):
 
 
 def _read_custom_all_reduce(r: dict):
-    if _has(r, "disable_custom_all_reduce") and int(r.get("tp_size") or 1) > 1:
-        return not r["disable_custom_all_reduce"], \
-            f"disable_custom_all_reduce={_show(r['disable_custom_all_reduce'])}"
-    return None
+    if not _has(r, "disable_custom_all_reduce"):
+        return None
+    if int(r.get("tp_size") or 1) <= 1:     # one rank: nothing to all-reduce, whatever the flag says
+        return False, f"tp_size={_show(r.get('tp_size') or 1)}"
+    return not r["disable_custom_all_reduce"], \
+        f"disable_custom_all_reduce={_show(r['disable_custom_all_reduce'])}"
 
 
 def _read_fusion(r: dict):
@@ -112,11 +129,12 @@ OPTIMISATIONS: tuple = (
     Optimisation("piecewise_cuda_graph", "prefill/piecewise CUDA graph", "prefill graph", "_prefill_graph",
                  "bool (<= 0.5.13) or the prefill backend name (0.5.14 on)",
                  ("disable_piecewise_cuda_graph", "enforce_piecewise_cuda_graph", "enable_piecewise_cuda_graph",
-                  "cuda_graph_backend_prefill"), _read_prefill_graph, aliases=("prefill_cuda_graph",)),
+                  "cuda_graph_backend_prefill", "cuda_graph_config"), _read_prefill_graph,
+                 aliases=("prefill_cuda_graph",)),
     Optimisation("cuda_graph", "decode CUDA graph", "decode graph", "predict", "bool",
-                 ("cuda_graph_backend_decode", "disable_cuda_graph"), _read_decode_graph),
+                 ("cuda_graph_backend_decode", "disable_cuda_graph", "cuda_graph_config"), _read_decode_graph),
     Optimisation("custom_all_reduce", "custom all-reduce", "custom AR", "predict", "bool",
-                 ("disable_custom_all_reduce",), _read_custom_all_reduce),
+                 ("disable_custom_all_reduce", "tp_size"), _read_custom_all_reduce),
     Optimisation("flashinfer_allreduce_fusion", "FlashInfer all-reduce fusion", "AR fusion", "_fusion", "bool",
                  ("enable_flashinfer_allreduce_fusion",), _read_fusion),
     Optimisation("single_batch_overlap", "single-batch overlap", "", "predict", "bool",

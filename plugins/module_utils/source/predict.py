@@ -53,12 +53,18 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     # ---- decode CUDA graph
     disabled = bool(_arg(src, args, "disable_cuda_graph", False)) or \
         _arg(src, args, "cuda_graph_backend_decode") == "disabled"
-    out.append(Finding(LABEL["cuda_graph"], OFF_BY_DEFAULT if disabled else ON,
-                       value=not disabled,
-                       reason=("disabled by --disable-cuda-graph / --cuda-graph-backend-decode disabled"
-                               if disabled else "captured for decode batch sizes by default"),
-                       override=_opt(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
-                       how_to_enable=None if not disabled else "remove --disable-cuda-graph"))
+    if not disabled and _torch_native(src, args) and R.get("torch_native_disables_cuda_graph"):
+        file, line = rf("torch_native_disables_cuda_graph")
+        out.append(Finding(LABEL["cuda_graph"], AUTO_DISABLED, False, "--attention-backend torch_native: "
+                           f"sglang {v} disables both CUDA graphs for it", file, line, "--attention-backend",
+                           "use a CUDA attention backend (e.g. --attention-backend flashinfer) on a GPU host"))
+    else:
+        out.append(Finding(LABEL["cuda_graph"], OFF_BY_DEFAULT if disabled else ON,
+                           value=not disabled,
+                           reason=("disabled by --disable-cuda-graph / --cuda-graph-backend-decode disabled"
+                                   if disabled else "captured for decode batch sizes by default"),
+                           override=_opt(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
+                           how_to_enable=None if not disabled else "remove --disable-cuda-graph"))
 
     # ---- custom all-reduce
     car_off = bool(_arg(src, args, "disable_custom_all_reduce", False))
@@ -155,6 +161,16 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
     # eras B / C: per-phase backend
     opt = "--cuda-graph-backend-prefill"
     explicit = _arg(src, args, "cuda_graph_backend_prefill") if "cuda_graph_backend_prefill" in args else None
+    if _torch_native(src, args) and R.get("torch_native_disables_cuda_graph"):
+        file, line = rf("torch_native_disables_cuda_graph")
+        return Finding(name, AUTO_DISABLED, "disabled", "--attention-backend torch_native: sglang "
+                       f"{v} disables both CUDA graphs for it", file, line, "--attention-backend",
+                       "use a CUDA attention backend (e.g. --attention-backend flashinfer) on a GPU host")
+    if explicit is None and bool(_arg(src, args, "disable_cuda_graph", False)) and \
+            R.get("disable_cuda_graph_disables_prefill_graph"):
+        file, line = rf("disable_cuda_graph_disables_prefill_graph")
+        return Finding(name, OFF_BY_DEFAULT, "disabled", "disabled by --disable-cuda-graph (it turns off "
+                       "both phases' graphs)", file, line, opt, "remove --disable-cuda-graph")
     if R.get("default_prefill_backend"):   # read from the release (0.5.15+)
         default_backend = R["default_prefill_backend"].data["backend"]
     else:
@@ -188,6 +204,11 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
     df, dl = rf("default_prefill_backend")
     return Finding(name, ON, default_backend, f"default prefill backend {default_backend} in sglang {v}; "
                    "no auto-disable rule matched the checked conditions", df, dl, override=opt)
+
+
+def _torch_native(src, args) -> bool:
+    """The host asks for SGLang's plain-torch attention (a CPU host's choice: lab/real_sglang)."""
+    return str(_arg(src, args, "attention_backend") or "").strip() == "torch_native"
 
 
 def _comment_above(src, file, line) -> str | None:

@@ -105,6 +105,16 @@ def _extract_rules(src: SglangSource, tree: _Tree) -> dict[str, Rule]:
                         condition=test)
                 if re.search(r"speculative_algorithm\s*==\s*['\"]NEXTN['\"]", test):
                     add("nextn_to_eagle", mod, node, function=fn)
+                body = "\n".join(ast.unparse(st) for st in node.body)
+                # both phases' graphs off for torch_native attention (0.5.11 server_args.py:2553-2557,
+                # 0.5.23 arg_groups/attention_hook.py:124-141)
+                if re.search(r"attention_backend\s*==\s*['\"]torch_native['\"]", test) and \
+                        "Cuda graph is disabled" in body:
+                    add("torch_native_disables_cuda_graph", mod, node, function=fn)
+                # the legacy --disable-cuda-graph turns the prefill graph off too, where the per-phase
+                # config exists (0.5.18 server_args.py:4507-4509, 0.5.23 arg_groups/cuda_graph_hook.py:55-57)
+                if re.fullmatch(r"(self|cfg)\.disable_cuda_graph", test.strip()) and "PREFILL" in body:
+                    add("disable_cuda_graph_disables_prefill_graph", mod, node, function=fn)
             elif isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant) \
                     and node.elts[0].value == "multimodal model":
                 kind = "breakable" if "breakable" in fn else ("piecewise" if "piecewise" in fn else fn)

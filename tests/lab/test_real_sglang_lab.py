@@ -1,0 +1,167 @@
+"""The real SGLang 0.5.23 on a lab host's CPU (10.89.111.0/24, containers sglang-real-*).
+
+No simulator: lab host cpu1 (inventories/lab/host_vars/cpu1.yml) gets the full profile (the
+hash-locked torch / sglang-kernel / flashinfer lock a GPU host gets, ~4 GB of wheels from the
+controller's wheelhouse), SGLang's CPU path, a tiny Llama written by lab/prepare.yml, and the lab's
+stand-in for sgl_kernel's CPU build (lab/real_sglang/README.md). A canary SGLANG_API_KEY is on from
+the first deploy; the last test searches every byte the plays printed, the reports and the
+service's log for it. Needs podman and the lab image (make lab-image); the first deploy downloads
+the wheels once into the controller's cache when they are not there.
+"""
+import json
+import pathlib
+import re
+import secrets
+
+import pytest
+from lab_fleet import LIGHT_VERIFY, lab_fleet, recap, unflow
+
+pytestmark = pytest.mark.lab
+
+HOST = "cpu1"
+CANARY = f"canary-real-{secrets.token_hex(6)}"
+ARGS = {"model_path": "/models/tiny-llama", "device": "cpu", "attention_backend": "torch_native",
+        "max_total_tokens": 8192}
+VENV = "/opt/ml-env/sglang-0.5.23"
+LOG = "/var/log/journal/sglang.service.log"   # the lab's journal (lab/README.md)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("real")
+    secret_vars = tmp / "secrets.json"
+    secret_vars.write_text(json.dumps({"sglang_service_secrets": {"SGLANG_API_KEY": CANARY}}))
+    with lab_fleet(tmp, "sglang-real", "10.89.111.", hosts=(HOST,), group_vars=LIGHT_VERIFY) as fleet:
+        fleet.outputs = {}
+
+        def play(name, *args):
+            rc, out = fleet.play(*args, "-e", f"@{secret_vars}")
+            fleet.outputs[name] = out
+            return rc, out
+
+        fleet.play_secret = play
+        rc, out = fleet.play("lab/prepare.yml")
+        assert rc == 0, out
+        rc, out = play("deploy-fresh", "deploy.yml", "-v")
+        assert rc == 0, out[-20000:]
+        yield fleet
+
+
+def api(fleet, path, body=None):
+    """A request to the real server on the host, with the canary key (its answer as JSON)."""
+    data = f"-H 'content-type: application/json' -d '{json.dumps(body)}'" if body is not None else ""
+    return json.loads(fleet.ssh(HOST, f"curl -s -m 120 -H 'Authorization: Bearer {CANARY}' {data} "
+                                      f"http://127.0.0.1:30000{path}"))
+
+
+def test_the_full_profile_installs_the_real_release_and_it_generates(real):
+    out = unflow(real.outputs["deploy-fresh"])
+    assert "cpu1: release 0.5.23-" in out and "is good, the last known good" in out, out
+    # every wheel of the lock, hash-checked on the host: torch and the CUDA kernel package included
+    lock = real.ssh(HOST, f"cat {VENV}/.sglang-fleet-lock.txt")
+    assert len(re.findall(r"^torch==2\.14\.1 ", lock, re.M)) == 1 and "sglang-kernel==0.4.10" in lock
+    assert lock.count("--hash=sha256:") > 150
+    assert real.ssh(HOST, f"{VENV}/bin/python -c 'import torch; print(torch.__version__)'").startswith("2.14.1")
+    info = api(real, "/server_info")
+    assert (info["version"], info["device"], info["attention_backend"]) == ("0.5.23", "cpu", "torch_native")
+    assert info["max_total_num_tokens"] == 8192
+    # a real generation: the tiny model's tokens, counted by SGLang
+    gen = api(real, "/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 12, "ignore_eos": True}})
+    assert gen["meta_info"]["completion_tokens"] == 12 and len(gen["output_ids"]) == 12
+    # the kernel stand-in is the lab's, on the service's path only
+    unit = real.ssh(HOST, "cat /etc/systemd/system/sglang.service")
+    assert "Environment=PYTHONPATH=/opt/sglang-lab/kernel-standin\n" in unit, unit
+    assert "Environment=SGLANG_USE_CPU_ENGINE=1\n" in unit, unit
+
+
+def test_a_second_deploy_changes_nothing(real):
+    rc, out = real.play_secret("deploy-again", "deploy.yml")
+    assert rc == 0, out
+    assert recap(out, HOST)["changed"] == 0, out
+
+
+def test_the_audit_prediction_is_what_the_real_server_resolved(real):
+    rc, out = real.play_secret("audit", "audit.yml")
+    assert rc == 0, out
+    report = json.loads((real.reports / HOST / "audit-latest.json").read_text())
+    runtime = report["runtime"]
+    assert (report["phase"], report["ok"], runtime["mismatches"], runtime["pending"]) == ("runtime", True, [], [])
+    # the one piece that is not the release is named in the report
+    assert report["shadowed"] == [{"package": "sgl_kernel", "path": "/opt/sglang-lab/kernel-standin/sgl_kernel",
+                                   "lab_standin": True}]
+    # every optimisation the audit reports is read back from the real /server_info, none "not reported"
+    assert not [line for line in runtime["lines"] if "does not report" in line], runtime["lines"]
+    flat = unflow(out)
+    assert "warning: sgl_kernel is shadowed by the service's PYTHONPATH: the server imports " \
+           "/opt/sglang-lab/kernel-standin/sgl_kernel, the lab's stand-in for sglang-kernel's CPU build" in flat, flat
+    # torch_native attention: SGLang 0.5.23 turns both CUDA graphs off itself, with the rule's place
+    assert "decode CUDA graph: auto-disabled - --attention-backend torch_native: sglang 0.5.23 disables both " \
+           "CUDA graphs for it" in flat and "sglang/srt/arg_groups/attention_hook.py:124" in flat, flat
+    assert "prefill/piecewise CUDA graph: off, as predicted (cuda_graph_config.prefill.backend=disabled)" in flat
+    assert "decode CUDA graph: off, as predicted (cuda_graph_config.decode.backend=disabled)" in flat
+    assert "custom all-reduce: off, as predicted (tp_size=1)" in flat
+
+
+def test_verify_measures_the_real_server_and_its_floor_gate_fails_it(real):
+    rc, out = real.play_secret("verify", "verify.yml")
+    assert rc == 0, out
+    report = json.loads((real.reports / HOST / "verify-latest.json").read_text())
+    assert report["ok"] is True
+    speed = re.search(r"cpu1: PASS single-stream decode ([\d.]+) tok/s", unflow(out))
+    assert speed and float(speed.group(1)) > 1, out
+    assert "roofline not applicable on a CPU host" in unflow(out)
+    # the same real figure under a floor it cannot reach
+    rc, out = real.play_secret("verify-floor", "verify.yml", "-e", "sglang_verify_min_decode_tok_s=1000000")
+    assert rc != 0, out
+    assert re.search(r"cpu1: FAIL single-stream decode [\d.]+ tok/s \(floor 1000000", unflow(out)), out
+
+
+def test_drift_reads_the_real_launch_and_finds_a_hand_edit_of_the_unit(real):
+    rc, out = real.play_secret("drift", "drift.yml")
+    assert rc == 0 and "drift: 1 host in sync, 0 drifted" in unflow(out), out
+    unit = "/etc/systemd/system/sglang.service"
+    real.ssh(HOST, f"sed -i 's/--max-total-tokens 8192/--max-total-tokens 4096/' {unit} && systemctl daemon-reload")
+    try:
+        rc, out = real.play_secret("drift-edited", "drift.yml")
+        assert rc == 2, out
+        assert "drift: 0 hosts in sync, 1 drifted" in unflow(out), out
+    finally:
+        real.ssh(HOST, f"sed -i 's/--max-total-tokens 4096/--max-total-tokens 8192/' {unit} && systemctl daemon-reload")
+
+
+def test_a_flag_change_restarts_the_real_server(real):
+    pid = real.ssh(HOST, "pgrep -of sglang_launch").strip()
+    rc, out = real.play_secret("deploy-flag", "deploy.yml", "-e",
+                               json.dumps({"sglang_args": {**ARGS, "max_total_tokens": 4096}}))
+    assert rc == 0, out
+    assert real.ssh(HOST, "pgrep -of sglang_launch").strip() != pid
+    assert api(real, "/server_info")["max_total_num_tokens"] == 4096
+
+
+def test_a_flag_the_real_release_refuses_at_start_up_is_rolled_back(real):
+    """`served_model_name` with a colon passes the project's checks; SGLang 0.5.23 refuses it when it
+    starts (srt/arg_groups/validation_hook.py:214-219, the colon is its LoRA adapter syntax)."""
+    good = api(real, "/server_info")
+    rc, out = real.play_secret("deploy-refused", "deploy.yml", "-e",
+                               json.dumps({"sglang_args": {**ARGS, "max_total_tokens": 4096,
+                                                           "served_model_name": "tiny:llama"}}))
+    flat = unflow(out)
+    assert rc != 0, out
+    assert "cpu1 exited during start-up" in flat, out
+    assert "served_model_name cannot contain a colon" in flat, out   # SGLang's own message, from the log
+    assert re.search(r"cpu1: rolled back to 0\.5\.23-[0-9a-f]{12} \(sglang 0\.5\.23, fingerprint [0-9a-f]{16}\): "
+                     r"serving again", flat), out
+    back = api(real, "/server_info")
+    assert (back["served_model_name"], back["max_total_num_tokens"]) == (good["served_model_name"], 4096)
+
+
+def test_the_canary_api_key_is_nowhere_in_what_was_printed_or_written(real):
+    assert api(real, "/server_info")["version"] == "0.5.23"   # the key is in force: it was needed above
+    assert real.ssh(HOST, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models") == "401"
+    written = {str(p): p.read_bytes().decode("utf-8", "replace") for p in pathlib.Path(real.reports).rglob("*")
+               if p.is_file()}
+    assert written, "no reports were written"
+    places = {**{f"play {name}": out for name, out in real.outputs.items()}, **written,
+              "service log": real.ssh(HOST, f"cat {LOG}")}
+    assert "server_args=" in places["service log"]   # SGLang logged its arguments, key field included
+    assert [where for where, text in places.items() if CANARY in text] == []
