@@ -76,6 +76,12 @@ def podman(*args, check=True):
     proc = subprocess.run(["podman", *args], check=False, capture_output=True, text=True)
     if check and proc.returncode != 0:
         err = "\n".join(line for line in proc.stderr.splitlines() if "failed to connect to syslog" not in line)
+        if "IPAM error" in err and "is already allocated to container" in err:
+            # seen after a session was killed mid-run: netavark's IPAM database (tmpfs) kept the address
+            # of a container that no longer exists, and removing the network does not clear it
+            err += ("\nlab: podman's IPAM database still holds that address for a container that is gone (a "
+                    "host stopped abruptly). With no podman container running (podman ps), remove "
+                    "/run/containers/networks/ipam.db (podman recreates it), or reboot; then run `up` again.")
         raise LabError(f"podman {' '.join(args)} failed (rc {proc.returncode}):\n{err.strip()}")
     return proc
 

@@ -44,7 +44,9 @@ options:
   timeout: {description: Seconds for each HTTP request., type: int, default: 10}
   host: {description: Name used in messages., type: str, default: ""}
   environment:
-    description: The service's environment (sglang_host.service.environment); packages its PYTHONPATH puts ahead of the release's are reported (C(shadowed)) and warned about.
+    description:
+      - The service's environment (sglang_host.service.environment).
+      - Packages its PYTHONPATH puts ahead of the release's are reported (C(shadowed)) and warned about.
     type: dict
     default: {}
 author:

@@ -9,8 +9,8 @@ description:
     answers 200, for at most O(timeout) seconds.
   - Between tries reads the systemd O(service) (ActiveState, MainPID and the process's start time).
     When the process that was starting exits (the unit is failed or inactive, or systemd restarted
-    it under another PID), the wait stops at once with C(exited=true): a flag the release refuses at
-    start-up is known in seconds, not after the whole ready timeout (30 minutes by default for a
+    it under another PID), the wait stops at once with C(exited=true). So a flag the release refuses
+    at start-up is known in seconds, not after the whole ready timeout (30 minutes by default for a
     large model).
   - Read-only; does nothing in check mode.
 options:

@@ -129,6 +129,10 @@ def test_expectation_keys_include_aliases_and_name_labels():
                                    "piecewise_cuda_graph", "prefill_cuda_graph", "single_batch_overlap",
                                    "speculative", "two_batch_overlap"]
     assert len(set(SERVER_FIELDS)) == len(SERVER_FIELDS)
+    assert set(SERVER_FIELDS) == {f for o in OPTIMISATIONS + SETTINGS for f in o.server_fields}
+    # 0.5.18+ resolve both graphs into one field: read by both, listed once
+    assert [o.key for o in OPTIMISATIONS if "cuda_graph_config" in o.server_fields] == ["piecewise_cuda_graph",
+                                                                                        "cuda_graph"]
 
 
 # What SGLang's /server_info says, by layout (field names as in the real releases' ServerArgs).
@@ -141,7 +145,13 @@ def test_expectation_keys_include_aliases_and_name_labels():
      (False, "enable_piecewise_cuda_graph=false")),
     ({"cuda_graph_backend_decode": "disabled", "disable_cuda_graph": False}, "decode CUDA graph",
      (False, "cuda_graph_backend_decode=disabled")),
-    ({"disable_custom_all_reduce": False, "tp_size": 1}, "custom all-reduce", None),
+    ({"disable_custom_all_reduce": False, "tp_size": 1}, "custom all-reduce", (False, "tp_size=1")),
+    ({"tp_size": 1}, "custom all-reduce", None),
+    ({"cuda_graph_config": {"decode": {"backend": "full"}, "prefill": {"backend": "disabled"}},
+      "cuda_graph_backend_prefill": None}, "prefill/piecewise CUDA graph",
+     (False, "cuda_graph_config.prefill.backend=disabled")),
+    ({"cuda_graph_config": {"decode": {"backend": "full"}}, "disable_cuda_graph": False}, "decode CUDA graph",
+     (True, "cuda_graph_config.decode.backend=full")),
     ({"disable_custom_all_reduce": False, "tp_size": 2}, "custom all-reduce",
      (True, "disable_custom_all_reduce=false")),
     ({"enable_flashinfer_allreduce_fusion": None}, "FlashInfer all-reduce fusion", None),

@@ -54,6 +54,10 @@ def test_a_failing_systemctl_is_an_error_not_a_stopped_service(tmp_path):
 def child():
     before = time.time()
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "with spaces"])
+    deadline = time.monotonic() + 10   # a loaded machine: /proc shows the new argv a moment after exec
+    while read_cmdline(proc.pid) != [sys.executable, "-c", "import time; time.sleep(60)", "with spaces"] \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
     yield proc, before
     proc.kill()
     proc.wait()

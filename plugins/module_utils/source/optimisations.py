@@ -164,5 +164,6 @@ EXPECT_KEYS = {k: o.label for o in OPTIMISATIONS for k in (o.key, *o.aliases)}
 SPECULATIVE_FIELDS = {"speculative_algorithm": "algorithm", "speculative_num_steps": "num_steps",
                       "speculative_eagle_topk": "eagle_topk", "speculative_num_draft_tokens": "num_draft_tokens"}
 # every /server_info field the registry reads, in registry order
-SERVER_FIELDS = tuple(f for o in OPTIMISATIONS + SETTINGS for f in o.server_fields)
+# each field once (cuda_graph_config holds both graphs' resolution), in registry order
+SERVER_FIELDS = tuple(dict.fromkeys(f for o in OPTIMISATIONS + SETTINGS for f in o.server_fields))
 SHORT = {o.label: o.short for o in OPTIMISATIONS + SETTINGS if o.short}
