@@ -99,6 +99,12 @@ LAUNCH_COMMAND_SINCE = (0, 5, 20)
 # "python". Checked against the real 0.5.23 on lab host cpu1
 # (tests/fixtures/real_sglang/0.5.23-cpu-server_info.json); older releases' additions are not modelled.
 SCHEDULER_INFO_SINCE = (0, 5, 23)
+# The OpenAI routes' shapes as the real 0.5.23 answers them (lab/real_sglang/probe.py against lab host
+# cpu1, tests/fixtures/real_sglang/0.5.23-cpu-probes.json): usage with reasoning_tokens and the two
+# *_details (null), a `metadata` with the weight version, `usage: null` in every streamed completions
+# chunk, matched_stop in chat chunks, `parent` in /v1/models, and a request longer than the context
+# refused with 400 (srt/managers/tokenizer_manager.py:1333-1378). Older releases keep the shapes below.
+OPENAI_SHAPES_SINCE = (0, 5, 23)
 WATERMARK_REDACTED_SINCE = (0, 5, 22)
 ARGS_LOGGED_AS_DICT_SINCE = (0, 5, 19)
 
@@ -570,6 +576,11 @@ class Engine:
                               * float(cfg.get("degrade_factor", 1.0) or 1.0))
         self.capacity = int(r.get("max_total_tokens") or DEFAULT_TOKEN_CAPACITY)
 
+    def context_len(self) -> int:
+        """The context length the server serves: --context-length, else the model's."""
+        return int(self.resolved.get("context_length") or self.model_config.get("max_position_embeddings")
+                   or DEFAULT_TOKEN_CAPACITY)
+
     @property
     def loaded(self) -> bool:
         return not self.never_healthy and time.monotonic() - self.start >= self.load_s
@@ -644,10 +655,8 @@ class Engine:
         if self.launch_command is not None:
             info["launch_command"] = self.launch_command
         if version_tuple(self.version) >= SCHEDULER_INFO_SINCE:
-            context = int(self.resolved.get("context_length") or self.model_config.get("max_position_embeddings")
-                          or DEFAULT_TOKEN_CAPACITY)
             info.update({"status": "ready", "max_total_num_tokens": self.capacity,
-                         "max_req_input_len": min(context - 1, self.capacity - 1) - 5,
+                         "max_req_input_len": min(self.context_len() - 1, self.capacity - 1) - 5,
                          "startup_time": {"load_weight": round(self.load_s, 3)},
                          "hicache_object_layout": {"backend": None, "enabled": False},
                          "kv_events": None, "frontend": "python"})
@@ -655,14 +664,23 @@ class Engine:
 
     def metrics(self) -> str:
         name = self.resolved.get("served_model_name") or self.resolved.get("model_path")
-        lab = f'model_name="{name}"'
+        # The real server's label sets (0.5.23 srt/observability/metrics_collector.py): the scheduler's
+        # gauges {model_name, engine_type, tp_rank, pp_rank, moe_ep_rank} (:1382-1388), the tokenizer's
+        # counters and histograms {model_name, engine_type} plus is_streaming on all but the inter-token
+        # latency (:1858-2063; "true"/"false", :2107). engine_type is "unified" outside a PD pair
+        # (srt/disaggregation/utils.py:156-161). The simulator counts every request as streamed.
+        engine = {"prefill": "prefill", "decode": "decode"}.get(str(self.resolved.get("disaggregation_mode")),
+                                                                "unified")
+        sched = f'model_name="{name}",engine_type="{engine}",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        tok = f'model_name="{name}",engine_type="{engine}"'
+        lab = f'{tok},is_streaming="true"'
         with self.lock:
             used = sum(self.running.values())
             lines = []
 
             def gauge(metric, value, helptext):
                 lines.extend([f"# HELP sglang:{metric} {helptext}", f"# TYPE sglang:{metric} gauge",
-                              f"sglang:{metric}{{{lab}}} {value}"])
+                              f"sglang:{metric}{{{sched}}} {value}"])
 
             # prometheus_client's text format names a counter's family with `_total` in its HELP and
             # TYPE lines too (the real 0.5.23 on lab host cpu1: `# TYPE sglang:prompt_tokens_total counter`)
@@ -671,14 +689,14 @@ class Engine:
                               f"# TYPE sglang:{metric}_total counter",
                               f"sglang:{metric}_total{{{lab}}} {float(value)}"])
 
-            def hist(metric, h, helptext):
+            def hist(metric, h, helptext, labels=lab):
                 lines.extend([f"# HELP sglang:{metric} {helptext}",
                               f"# TYPE sglang:{metric} histogram"])
                 for b, c in zip(h.buckets, h.counts):
-                    lines.append(f'sglang:{metric}_bucket{{{lab},le="{float(b)}"}} {float(c)}')
-                lines.append(f'sglang:{metric}_bucket{{{lab},le="+Inf"}} {float(h.count)}')
-                lines.append(f"sglang:{metric}_sum{{{lab}}} {h.sum}")
-                lines.append(f"sglang:{metric}_count{{{lab}}} {float(h.count)}")
+                    lines.append(f'sglang:{metric}_bucket{{{labels},le="{float(b)}"}} {float(c)}')
+                lines.append(f'sglang:{metric}_bucket{{{labels},le="+Inf"}} {float(h.count)}')
+                lines.append(f"sglang:{metric}_sum{{{labels}}} {h.sum}")
+                lines.append(f"sglang:{metric}_count{{{labels}}} {float(h.count)}")
 
             gauge("num_running_reqs", len(self.running), "The number of running requests.")
             gauge("num_queue_reqs", 0, "The number of requests in the waiting queue.")
@@ -691,7 +709,7 @@ class Engine:
             hist("time_to_first_token_seconds", self.ttft, "Histogram of time to first token in "
                  "seconds.")
             hist("inter_token_latency_seconds", self.itl, "Histogram of inter-token latency in "
-                 "seconds.")
+                 "seconds.", tok)
             hist("e2e_request_latency_seconds", self.e2e, "Histogram of End-to-end request "
                  "latency in seconds")
         return "\n".join(lines) + "\n"
@@ -831,11 +849,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def models(self, _body):
         r = self.engine.resolved
-        self._json(200, {"object": "list", "data": [{
-            "id": r.get("served_model_name") or r.get("model_path"), "object": "model",
-            "created": int(time.time()), "owned_by": "sglang", "root": r.get("model_path"),
-            "max_model_len": r.get("context_length") or self.engine.model_config.get(
-                "max_position_embeddings")}]})
+        card = {"id": r.get("served_model_name") or r.get("model_path"), "object": "model",
+                "created": int(time.time()), "owned_by": "sglang", "root": r.get("model_path"),
+                "max_model_len": self.engine.context_len()}
+        if version_tuple(self.engine.version) >= OPENAI_SHAPES_SINCE:
+            card["parent"] = None
+        self._json(200, {"object": "list", "data": [card]})
 
     def metrics(self, _body):
         if not self.engine.resolved.get("enable_metrics"):
@@ -919,6 +938,13 @@ class Handler(BaseHTTPRequestHandler):
                 raise BadRequest("prompt is required")
             prompt = max(count_words(body["prompt"]), 1)
             n = self._int(body, "max_tokens", default=16)
+        shapes = version_tuple(eng.version) >= OPENAI_SHAPES_SINCE
+        if shapes and prompt + n > eng.context_len():
+            return _pd_abort(self, body, 400, (
+                "Requested token count exceeds the model's maximum context length of "
+                f"{eng.context_len()} tokens. You requested a total of {prompt + n} tokens: {prompt} tokens from "
+                f"the input messages and {n} tokens for the completion. Please reduce the number of tokens in "
+                "the input messages or the completion to fit within the limit."), openai=True)
         n = pd_admit(self, body, n, openai=True)  # PD disaggregation section: refuse, or wait for the KV
         if n is None:
             return
@@ -927,6 +953,11 @@ class Handler(BaseHTTPRequestHandler):
         created = int(time.time())
         obj = "chat.completion" if chat else "text_completion"
         usage = {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}
+        if shapes:
+            usage["reasoning_tokens"] = 0
+        details = {"prompt_tokens_details": None, "completion_tokens_details": None} if shapes else {}
+        metadata = {"metadata": {"weight_version": "default", "weight_versions": [
+            {"version": "default", "start": 0, "end": n}]}} if shapes else {}
         if body.get("stream"):
             chunk_obj = "chat.completion.chunk" if chat else "text_completion"
             self._stream_start()
@@ -934,6 +965,8 @@ class Handler(BaseHTTPRequestHandler):
             def chunk(choices, extra=None):
                 d = {"id": cid, "object": chunk_obj, "created": created, "model": model,
                      "choices": choices}
+                if shapes and not chat:
+                    d["usage"] = None
                 d.update(extra or {})
                 self._sse(d)
 
@@ -943,6 +976,8 @@ class Handler(BaseHTTPRequestHandler):
                     c = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
                 else:
                     c = {"index": 0, "text": tok, "logprobs": None, "finish_reason": None}
+                if shapes:
+                    c["matched_stop"] = None
                 if i == n - 1:
                     c["finish_reason"], c["matched_stop"] = "length", None
                 chunk([c])
@@ -952,7 +987,7 @@ class Handler(BaseHTTPRequestHandler):
                 chunk([{"index": 0, key: {} if chat else "", "logprobs": None,
                         "finish_reason": "length"}])
             if (body.get("stream_options") or {}).get("include_usage"):
-                chunk([], {"usage": usage})
+                chunk([], {"usage": {**usage, **(details if chat else {})}})
             self._stream_end()
         else:
             text = []
@@ -963,7 +998,7 @@ class Handler(BaseHTTPRequestHandler):
                       if chat else {"index": 0, "text": out, "logprobs": None,
                                     "finish_reason": "length", "matched_stop": None})
             self._json(200, {"id": cid, "object": obj, "created": created, "model": model,
-                             "choices": [choice], "usage": usage})
+                             "choices": [choice], "usage": {**usage, **details}, **metadata})
         pd_finished(self, body, prompt, n)
         eng.finished_request()
 

@@ -23,6 +23,9 @@ CANARY = f"canary-real-{secrets.token_hex(6)}"
 ARGS = {"model_path": "/models/tiny-llama", "device": "cpu", "attention_backend": "torch_native",
         "max_total_tokens": 8192}
 VENV = "/opt/ml-env/sglang-0.5.23"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PROBE = REPO / "lab" / "real_sglang" / "probe.py"
+CAPTURE = REPO / "tests" / "fixtures" / "real_sglang" / "0.5.23-cpu-probes.json"
 LOG = "/var/log/journal/sglang.service.log"   # the lab's journal (lab/README.md)
 
 
@@ -74,6 +77,16 @@ def test_the_full_profile_installs_the_real_release_and_it_generates(real):
     assert "Environment=SGLANG_USE_CPU_ENGINE=1\n" in unit, unit
 
 
+def test_the_kernel_stand_in_is_refused_on_a_host_the_inventory_does_not_mark_as_a_lab_host(real):
+    before = real.ssh(HOST, "stat -c %Y /opt/sglang-lab/kernel-standin/sgl_kernel/__init__.py")
+    rc, out = real.play("lab/prepare.yml", "-e", "sglang_lab_host=false")
+    assert rc != 0 and recap(out, HOST) == {"ok": 0, "changed": 0, "failed": 1, "unreachable": 0}, out
+    flat = unflow(out)
+    assert "cpu1 is not a lab host (sglang_lab_host is not true in its inventory)" in flat, out
+    assert "stand-in (lab/real_sglang/sgl_kernel) implements only what a tiny Llama needs" in flat, out
+    assert real.ssh(HOST, "stat -c %Y /opt/sglang-lab/kernel-standin/sgl_kernel/__init__.py") == before
+
+
 def test_a_second_deploy_changes_nothing(real):
     rc, out = real.play_secret("deploy-again", "deploy.yml")
     assert rc == 0, out
@@ -100,6 +113,7 @@ def test_the_audit_prediction_is_what_the_real_server_resolved(real):
     assert "prefill/piecewise CUDA graph: off, as predicted (cuda_graph_config.prefill.backend=disabled)" in text
     assert "decode CUDA graph: off, as predicted (cuda_graph_config.decode.backend=disabled)" in text
     assert "custom all-reduce: off, as predicted (tp_size=1)" in text
+    assert "context_length: 4096, as predicted (context_length=4096)" in text   # from /v1/models' max_model_len
 
 
 def test_verify_measures_the_real_server_and_its_floor_gate_fails_it(real):
@@ -153,6 +167,24 @@ def test_a_flag_the_real_release_refuses_at_start_up_is_rolled_back(real):
                      r"serving again, [\d.]+ tok/s single stream", flat), out
     back = api(real, "/server_info")
     assert (back["served_model_name"], back["max_total_num_tokens"]) == (good["served_model_name"], 4096)
+
+
+def test_the_real_server_still_answers_the_probes_as_captured(real):
+    """The simulator's fidelity test compares it with a capture of this server's answers
+    (tests/fixtures/real_sglang/0.5.23-cpu-probes.json); the live server must still answer the same."""
+    real.podman("cp", str(PROBE), f"sglang-real-{HOST}:/tmp/probe.py")
+    live = json.loads(real.ssh(HOST, f"python3 /tmp/probe.py --base-url http://127.0.0.1:30000 --api-key {CANARY} "
+                                     "--model /models/tiny-llama"))
+    captured = json.loads(CAPTURE.read_text())
+    assert sorted(live) == sorted(captured)
+    for name in sorted(captured):
+        if name == "GET /metrics":   # families appear as their events happen: the ones both have must agree
+            both = set(live[name]["families"]) & set(captured[name]["families"])
+            assert {"sglang:num_running_reqs", "sglang:generation_tokens_total",
+                    "sglang:time_to_first_token_seconds"} <= both
+            assert {f: live[name]["families"][f] for f in both} == {f: captured[name]["families"][f] for f in both}
+        elif name != "GET /server_info":   # its keys: tests/sim/test_sim.py against the same capture's source
+            assert live[name] == captured[name], name
 
 
 def test_the_canary_api_key_is_nowhere_in_what_was_printed_or_written(real):

@@ -580,3 +580,69 @@ def test_the_simulator_as_0_5_23_answers_server_info_as_the_real_server_did(sim)
         assert info[key] == REAL_0_5_23[key], key
     for phase in ("decode", "prefill"):
         assert info["cuda_graph_config"][phase]["backend"] == REAL_0_5_23["cuda_graph_config"][phase]["backend"]
+
+
+PROBE = pathlib.Path(__file__).resolve().parents[2] / "lab" / "real_sglang" / "probe.py"
+REAL_PROBES_0_5_23 = json.loads((pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "real_sglang"
+                                 / "0.5.23-cpu-probes.json").read_text())
+
+
+def shape_differences(where, real, sim):
+    """Where two shapes (lab/real_sglang/probe.py `shape`) differ: missing or extra keys, other types."""
+    if isinstance(real, dict) and isinstance(sim, dict):
+        out = [f"{where}.{k}: only in the real server" for k in sorted(set(real) - set(sim))]
+        out += [f"{where}.{k}: only in the simulator" for k in sorted(set(sim) - set(real))]
+        for key in sorted(set(real) & set(sim)):
+            out += shape_differences(f"{where}.{key}", real[key], sim[key])
+        return out
+    if isinstance(real, list) and isinstance(sim, list):
+        return shape_differences(f"{where}[]", real[0] if real else None, sim[0] if sim else None)
+    return [] if real == sim else [f"{where}: {real} on the real server, {sim} in the simulator"]
+
+
+def probe_differences(real, sim):
+    out = []
+    for name in sorted(real):
+        if name == "GET /metrics":
+            families = real[name]["families"]
+            out += [f"{name} {family}: {spec} in the simulator, {families.get(family)} on the real server"
+                    for family, spec in sim[name]["families"].items() if families.get(family) != spec]
+        elif name == "GET /server_info":
+            continue     # its keys and values: test_the_simulator_as_0_5_23_answers_server_info_as_the_real_server_did
+        else:
+            out += shape_differences(name, real[name], sim[name])
+    return out
+
+
+# What the simulator still answers differently from the real 0.5.23, each with why: /generate's
+# meta_info carries the real scheduler's per-request timing and bookkeeping, which the simulator does
+# not have and the project does not read (it reads prompt_tokens, completion_tokens, finish_reason).
+GENERATE_ONLY_REAL = ("cached_tokens_details", "dp_rank", "forward_entry_time", "num_retractions",
+                      "prefill_finished_time", "queue_time", "reasoning_tokens", "response_sent_to_client_ts",
+                      "storage_prefetch_wait", "storage_staging_wait", "weight_version")
+KNOWN_PROBE_DIFFERENCES_0_5_23 = sorted(
+    [f"POST /generate.body.meta_info.{k}: only in the real server" for k in GENERATE_ONLY_REAL + (
+        "api_server_dispatch_finish_ts", "decode_throughput", "first_token_latency", "request_finished_ts",
+        "request_received_ts", "weight_versions")]
+    + [f"POST /generate stream.chunk_shapes[].meta_info.{k}: only in the real server" for k in GENERATE_ONLY_REAL])
+
+
+def test_the_simulator_as_0_5_23_answers_the_probes_as_the_real_server_did(sim):
+    """lab/real_sglang/probe.py against the simulator, compared with what the real 0.5.23 answered on lab
+    host cpu1 (its capture; tests/lab/test_real_sglang_lab.py checks the capture against the live server):
+    status codes, JSON shapes, stream chunks, usage, finish reasons, errors (bad JSON, an unknown model,
+    a request longer than the context, a missing or wrong key) and the /metrics families the simulator
+    writes, with their types and label names."""
+    s = sim("0.5.23", ["--device", "cpu", "--attention-backend", "torch_native", "--max-total-tokens", "8192",
+                       "--enable-metrics", "--api-key", "probe-key"], model=TINY_LLAMA, weight_bytes=216_000)
+    s.wait_listening()
+    deadline = time.monotonic() + 20
+    while s.get("/health")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    out = subprocess.run([sys.executable, str(PROBE), "--base-url", s.url, "--api-key", "probe-key",
+                          "--model", str(s.model)], capture_output=True, text=True, check=True)
+    probes = json.loads(out.stdout)
+    assert sorted(probes) == sorted(REAL_PROBES_0_5_23)
+    assert sorted(probe_differences(REAL_PROBES_0_5_23, probes)) == KNOWN_PROBE_DIFFERENCES_0_5_23
+    # the metrics the project reads are among the real server's families
+    assert set(probes["GET /metrics"]["families"]) < set(REAL_PROBES_0_5_23["GET /metrics"]["families"])

@@ -254,3 +254,33 @@ def test_read_server_down():
         read_server(f"http://127.0.0.1:{port}", timeout=2)
     assert str(err.value) == (f"cannot reach http://127.0.0.1:{port}/server_info: [Errno 111] Connection refused; "
                               "is the service running (systemctl status sglang, or run deploy.yml)?")
+
+
+def test_read_server_takes_the_resolved_context_length_from_v1_models(fake_server):
+    # the real 0.5.23 (lab host cpu1): /server_info shows context_length as given (null),
+    # /v1/models the length it resolved from the model's config
+    _, url = fake_server
+    _Handler.routes = {"/server_info": (200, {"version": "0.5.23", "context_length": None}), "/model_info": (200, {}),
+                       "/v1/models": (200, {"object": "list", "data": [
+                           {"id": "/models/tiny-llama", "object": "model", "max_model_len": 4096}]})}
+    assert read_server(url)["max_model_len"] == 4096
+    _Handler.routes["/v1/models"] = (404, {"detail": "Not Found"})
+    assert read_server(url)["max_model_len"] is None
+
+
+CONTEXT_4096 = Finding("context_length", "on", 4096, "None by default: the model's max_position_embeddings "
+                       "from config.json")
+
+
+@pytest.mark.parametrize(("max_model_len", "line"), [
+    (4096, "  context_length: 4096, as predicted (context_length=4096)"),
+    (8192, "  context_length: server resolved context_length=8192 (predicted 4096)"),   # said, not failed
+    (None, "  context_length: the server shows context_length as given (unset), not what it resolved "
+           "(predicted 4096)"),
+])
+def test_runtime_audit_compares_the_context_length_the_server_resolved(max_model_len, line):
+    server = {"url": "http://127.0.0.1:30000", "endpoint": "/server_info", "model_info": None,
+              "server_info": {"version": "0.5.11", "context_length": None}, "max_model_len": max_model_len}
+    report = runtime_audit(_report([CONTEXT_4096]), SRC_0511, server, {}, host="cpu1")
+    assert report["ok"] is True and report["runtime"]["mismatches"] == []
+    assert report["runtime"]["lines"][-1] == line

@@ -500,7 +500,20 @@ def read_server(url: str, api_key: str = "", timeout: float = 10.0, secrets=()) 
     if not isinstance(info, dict):
         raise AuditError(f"{base}{ep} did not answer a JSON object")
     info, model = redact_server_info(info, known), redact_server_info(model, known)
-    return {"url": base, "endpoint": ep, "server_info": info, "model_endpoint": mep, "model_info": model}
+    return {"url": base, "endpoint": ep, "server_info": info, "model_endpoint": mep, "model_info": model,
+            "max_model_len": _max_model_len(base, api_key, timeout)}
+
+
+def _max_model_len(base: str, api_key: str, timeout: float):
+    """The context length the server resolved, from /v1/models (every release the project covers:
+    ModelCard.max_model_len = model_config.context_len, 0.5.11 srt/entrypoints/http_server.py:1612,
+    0.5.23 :2005); /server_info only shows --context-length as given. None when it does not say."""
+    try:
+        cards = get_json(base + "/v1/models", api_key, timeout).get("data") or []
+        value = cards[0].get("max_model_len") if cards and isinstance(cards[0], dict) else None
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _on_at_runtime(name: str, r: dict):
@@ -575,6 +588,10 @@ def compare_resolved(findings, resolved: dict, why: str = _UNMODELLED) -> tuple[
                 lines.append(f"  {f.name}: the server shows {key} as given (unset), not what it resolved "
                              f"(predicted {_show(f.value)})")
                 continue
+            if _same(f.value, resolved[key]):
+                lines.append(f"  {f.name}: {_show(resolved[key])}, as predicted ({key}={_show(resolved[key])})")
+                continue
+            # derived by SGLang (the model's rope scaling, the device's memory): said, not failed
             lines.append(f"  {f.name}: server resolved {key}={_show(resolved[key])} (predicted {_show(f.value)})")
         else:
             got = _on_at_runtime(f.name, resolved)
@@ -633,7 +650,12 @@ def runtime_audit(report: dict, src, server: dict, expect: dict | None = None, *
         failures.append(f"{where}the server was not started with the inventory's SGLang and arguments: "
                         f"{'; '.join(pending)}. " + ("deploy.yml would restart it." if check_mode else
                                                      "Run deploy.yml to restart it with the inventory's."))
-    mismatches, cmp_lines = compare_resolved(findings, info, _STALE if pending else _UNMODELLED)
+    resolved = dict(info)
+    if resolved.get("context_length") is None and server.get("max_model_len") is not None:
+        resolved["context_length"] = server["max_model_len"]
+        lines.append(f"  (context_length is /v1/models' max_model_len, {server['max_model_len']}: /server_info "
+                     "shows the flag as given)")
+    mismatches, cmp_lines = compare_resolved(findings, resolved, _STALE if pending else _UNMODELLED)
     lines += cmp_lines
     failures += [f"{where}{m['message']}" for m in mismatches]
     checks = _runtime_expectations(report, info, expect or {})
