@@ -225,7 +225,10 @@ def test_runtime_server_started_with_other_flags(tmp_path):
         "inventory's (see above): run deploy.yml, then audit again")
     assert report["failures"][2].startswith("ct129: SGLang resolved mem_fraction_static differently than predicted: "
                                             "predicted 0.88 (set explicitly), server says mem_fraction_static=0.85.")
-    assert len(report["failures"]) == 3
+    # nor with its context length: read from /v1/models (max_model_len), the model's own 262144
+    assert report["failures"][3].startswith("ct129: SGLang resolved context_length differently than predicted: "
+                                            "predicted 131072 (set explicitly), server says context_length=262144.")
+    assert len(report["failures"]) == 4
 
 
 # ----------------------------------------------------------------------------- the module, as Ansible runs it
