@@ -120,10 +120,11 @@ class LabFleet:
 
 
 @contextlib.contextmanager
-def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=None):
+def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=None, extend=None):
     """Start the lab hosts (LAB_HOSTS, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*,
     with `group_vars` over the lab group's (group_vars/sglang_lab.yml of the copy) and
-    `extra_vars` given to every play before the test's own -e."""
+    `extra_vars` given to every play before the test's own -e. `extend(data, inventory_dir)` may
+    add hosts and groups to the copy's inventory (its parsed hosts.yml) before the hosts start."""
     if shutil.which("podman") is None:
         pytest.skip("podman not installed (make lab-deps)")
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode:
@@ -140,6 +141,8 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     # the lab servers alone: the demo's router and its replicas' group stay out of the tests' copies
     servers["children"] = {"sglang_lab": group}
     data["all"]["children"] = {"sglang_servers": servers}
+    if extend:
+        extend(data, inv)
     # keep the inventory's host order: the rollout's batches follow it
     inventory.write_text(yaml.safe_dump(data, sort_keys=False))
     if group_vars:
@@ -149,8 +152,11 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     # generous: `make test` starts several fleets at once next to the unit tests on two cores
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build", "--timeout", "300"])
     assert rc == 0, out
+    fleet = LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
+    for group in data["all"]["children"].get("sglang_routers", {}).get("children", {}).values():
+        fleet.ip.update({name: spec["ansible_host"] for name, spec in group["hosts"].items()})  # ssh() on routers too
     try:
-        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
+        yield fleet
     finally:
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
 

@@ -15,11 +15,11 @@ import json
 import re
 import shutil
 import time
-import urllib.request
 
 import pytest
 import yaml
 from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, recap, run, unflow
+from router_client import RouterClient
 
 pytestmark = pytest.mark.lab
 
@@ -27,6 +27,8 @@ PREFIX, SUBNET = "sglang-pd", "10.89.109."
 ROUTER_PORT = 8080
 BOOTSTRAP_PORT = 8998
 IPS = {"pre1": f"{SUBNET}11", "dec1": f"{SUBNET}12", "router": f"{SUBNET}20"}
+PD_ROUTER = RouterClient(f"http://{IPS['router']}:{ROUTER_PORT}", timeout=60)
+router = PD_ROUTER.request
 LOG = "/var/log/journal/sglang.service.log"  # the lab's journal (lab/README.md)
 PAIR = {"sglang_pd_prefill_group": "qwen_prefill", "sglang_pd_decode_group": "qwen_decode",
         "sglang_pd_bootstrap_port": BOOTSTRAP_PORT}
@@ -99,19 +101,8 @@ def fleet(tmp_path_factory):
         run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
 
 
-def router(path, body=None):
-    req = urllib.request.Request(f"http://{IPS['router']}:{ROUTER_PORT}{path}",
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return resp.status, resp.read()
-
-
 def streamed_generation(tokens):
-    status, raw = router("/generate", {"text": "hello disaggregated world", "stream": True,
-                                       "sampling_params": {"max_new_tokens": tokens}})
-    events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
-    return status, events
+    return PD_ROUTER.streamed_generation("hello disaggregated world", tokens)
 
 
 def generates():

@@ -7,18 +7,28 @@ stand-in for sgl_kernel's CPU build (lab/real_sglang/README.md). A canary SGLANG
 the first deploy; the last test searches every byte the plays printed, the reports and the
 service's log for it. Needs podman and the lab image (make lab-image); the first deploy downloads
 the wheels once into the controller's cache when they are not there.
+
+The router test adds cpu2 (a second replica: cpu1's host_vars) and the real sglang-router in front
+of both (group tiny_llama, reached beyond loopback with the canary key), then rolls a flag change
+out to both under client load. Until then every play is limited to cpu1.
 """
 import json
 import pathlib
 import re
 import secrets
+import shutil
+import time
 
 import pytest
+import yaml
 from lab_fleet import LIGHT_VERIFY, lab_fleet, recap, unflow
+from router_client import Load, RouterClient
 
 pytestmark = pytest.mark.lab
 
 HOST = "cpu1"
+REPLICA, ROUTER = "cpu2", "router"   # the router test's second real server, and its router
+SUBNET = "10.89.111."
 CANARY = f"canary-real-{secrets.token_hex(6)}"
 ARGS = {"model_path": "/models/tiny-llama", "device": "cpu", "attention_backend": "torch_native",
         "max_total_tokens": 8192}
@@ -27,6 +37,23 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 PROBE = REPO / "lab" / "real_sglang" / "probe.py"
 CAPTURE = REPO / "tests" / "fixtures" / "real_sglang" / "0.5.23-cpu-probes.json"
 LOG = "/var/log/journal/sglang.service.log"   # the lab's journal (lab/README.md)
+ROUTER_LOG = "/var/log/journal/sglang-router.service.log"
+
+
+def with_replica_and_router(data, inventory_dir):
+    """cpu2, a second replica of cpu1's model (its host_vars), and a router host in front of both
+    (group tiny_llama, served on 0.0.0.0: the canary key is on)."""
+    shutil.copy(inventory_dir / "host_vars" / f"{HOST}.yml", inventory_dir / "host_vars" / f"{REPLICA}.yml")
+    servers = data["all"]["children"]["sglang_servers"]["children"]
+    servers["sglang_lab"]["hosts"][REPLICA] = {"ansible_host": f"{SUBNET}16"}
+    servers["tiny_llama"] = {"hosts": {HOST: None, REPLICA: None}}
+    (inventory_dir / "group_vars" / "tiny_llama.yml").write_text(yaml.safe_dump(
+        {"sglang_args_common": {"host": "0.0.0.0", "port": 30000, "enable_metrics": True}}))
+    data["all"]["children"]["sglang_routers"] = {"children": {"sglang_lab_routers": {
+        "hosts": {ROUTER: {"ansible_host": f"{SUBNET}20"}},
+        "vars": {"lab_known_hosts": servers["sglang_lab"]["vars"]["lab_known_hosts"],
+                 "sglang_router_workers_group": "tiny_llama",
+                 "sglang_router_args": {"host": "0.0.0.0", "port": 8080, "policy": "round_robin"}}}}}
 
 
 @pytest.fixture(scope="module")
@@ -34,26 +61,27 @@ def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("real")
     secret_vars = tmp / "secrets.json"
     secret_vars.write_text(json.dumps({"sglang_service_secrets": {"SGLANG_API_KEY": CANARY}}))
-    with lab_fleet(tmp, "sglang-real", "10.89.111.", hosts=(HOST,), group_vars=LIGHT_VERIFY) as fleet:
+    with lab_fleet(tmp, "sglang-real", SUBNET, hosts=(HOST,), group_vars=LIGHT_VERIFY,
+                   extend=with_replica_and_router) as fleet:
         fleet.outputs = {}
 
-        def play(name, *args):
-            rc, out = fleet.play(*args, "-e", f"@{secret_vars}")
+        def play(name, playbook, *args, limit=HOST):
+            rc, out = fleet.play(playbook, "-l", limit, *args, "-e", f"@{secret_vars}")
             fleet.outputs[name] = out
             return rc, out
 
         fleet.play_secret = play
-        rc, out = fleet.play("lab/prepare.yml")
+        rc, out = fleet.play("lab/prepare.yml", "-l", f"{HOST},{REPLICA}")
         assert rc == 0, out
         rc, out = play("deploy-fresh", "deploy.yml", "-v")
         assert rc == 0, out[-20000:]
         yield fleet
 
 
-def api(fleet, path, body=None):
-    """A request to the real server on the host, with the canary key (its answer as JSON)."""
+def api(fleet, path, body=None, host=HOST):
+    """A request to the real server on a host, with the canary key (its answer as JSON)."""
     data = f"-H 'content-type: application/json' -d '{json.dumps(body)}'" if body is not None else ""
-    return json.loads(fleet.ssh(HOST, f"curl -s -m 120 -H 'Authorization: Bearer {CANARY}' {data} "
+    return json.loads(fleet.ssh(host, f"curl -s -m 120 -H 'Authorization: Bearer {CANARY}' {data} "
                                       f"http://127.0.0.1:30000{path}"))
 
 
@@ -79,7 +107,7 @@ def test_the_full_profile_installs_the_real_release_and_it_generates(real):
 
 def test_the_kernel_stand_in_is_refused_on_a_host_the_inventory_does_not_mark_as_a_lab_host(real):
     before = real.ssh(HOST, "stat -c %Y /opt/sglang-lab/kernel-standin/sgl_kernel/__init__.py")
-    rc, out = real.play("lab/prepare.yml", "-e", "sglang_lab_host=false")
+    rc, out = real.play("lab/prepare.yml", "-l", HOST, "-e", "sglang_lab_host=false")
     assert rc != 0 and recap(out, HOST) == {"ok": 0, "changed": 0, "failed": 1, "unreachable": 0}, out
     flat = unflow(out)
     assert "cpu1 is not a lab host (sglang_lab_host is not true in its inventory)" in flat, out
@@ -187,6 +215,42 @@ def test_the_real_server_still_answers_the_probes_as_captured(real):
             assert live[name] == captured[name], name
 
 
+WORKERS = [f"http://{SUBNET}15:30000", f"http://{SUBNET}16:30000"]
+
+
+def test_the_real_router_serves_through_a_rollout_of_both_real_servers_without_a_failed_request(real):
+    """The real sglang-router 0.3.2 (roles/sglang_router) in front of cpu1 and cpu2: it admits each
+    after its health check of the real server (with the key), and deploy.yml rolls a flag change out
+    one server at a time, taking each out of the router until its in-flight requests finish and
+    putting it back once the real server generates again, while clients stream through the router."""
+    rc, out = real.play_secret("deploy-replica", "deploy.yml", limit=REPLICA)
+    assert rc == 0, out[-20000:]
+    rc, out = real.play_secret("router", "router.yml", limit=ROUTER)
+    assert rc == 0, out
+    client = RouterClient(f"http://{SUBNET}20:8080", CANARY, timeout=120)
+    client.wait_for(lambda: client.answers(client.workers) == WORKERS, "the router lists both real servers healthy",
+                    timeout=180)
+    assert all(client.generates_in_full(8) for _ in range(4))
+    rollout = {"sglang_router_host": ROUTER, "sglang_rollout_batches": [1],
+               "sglang_args": {**ARGS, "max_total_tokens": 6144}}
+    with Load(client, clients=2, tokens=16) as load:
+        time.sleep(10)
+        start = time.monotonic()
+        rc, out = real.play_secret("rollout", "deploy.yml", "-e", json.dumps(rollout), limit="tiny_llama")
+        took = time.monotonic() - start
+    print(f"rollout of 2 real servers behind the real router: {took:.0f} s, {load.ok} requests ok, "
+          f"{load.failed} failed")
+    assert rc == 0, out
+    flat = unflow(out)
+    for host, url in zip((HOST, REPLICA), WORKERS):
+        assert recap(out, host)["changed"] > 0, out
+        assert f"{host}: out of router router ({url}" in flat, out
+        assert f"{host}: back in router router ({url}" in flat, out
+        assert api(real, "/server_info", host=host)["max_total_num_tokens"] == 6144
+    assert load.failed == 0 and load.ok >= 10, (load.ok, load.failed)
+    assert client.workers() == WORKERS
+
+
 def test_the_canary_api_key_is_nowhere_in_what_was_printed_or_written(real):
     assert api(real, "/server_info")["version"] == "0.5.23"   # the key is in force: it was needed above
     assert real.ssh(HOST, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models") == "401"
@@ -195,5 +259,8 @@ def test_the_canary_api_key_is_nowhere_in_what_was_printed_or_written(real):
     assert written, "no reports were written"
     places = {**{f"play {name}": out for name, out in real.outputs.items()}, **written,
               "service log": real.ssh(HOST, f"cat {LOG}")}
+    if "router" in real.outputs:   # the router test ran: its replica's and the router's logs too
+        places.update({"replica log": real.ssh(REPLICA, f"cat {LOG}"), "router log": real.ssh(ROUTER, f"cat {ROUTER_LOG}"),
+                       "router unit": real.ssh(ROUTER, "cat /etc/systemd/system/sglang-router.service")})
     assert "server_args=" in places["service log"]   # SGLang logged its arguments, key field included
     assert [where for where, text in places.items() if CANARY in text] == []

@@ -28,14 +28,13 @@ next to the sum of the replicas' own verify results.
 import json
 import re
 import shutil
-import threading
 import time
 import urllib.error
-import urllib.request
 
 import pytest
 import yaml
 from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, recap, run, unflow
+from router_client import Load, RouterClient
 
 pytestmark = pytest.mark.lab
 
@@ -43,8 +42,9 @@ PREFIX, SUBNET = "sglang-router", "10.89.107."
 REPLICAS = ("rep1", "rep2")
 ROUTER_PORT = 8080
 API_KEY = "lab-router-key-3f9c2e"  # the replicas' key, and so the router's
-AUTH = {"Authorization": f"Bearer {API_KEY}"}
 LAUNCHER = "/usr/local/lib/sglang-fleet/sglang_launch.py"
+CLIENT = RouterClient(f"http://{SUBNET}20:{ROUTER_PORT}", API_KEY)
+router, workers, wait_for = CLIENT.request, CLIENT.workers, CLIENT.wait_for
 
 
 def inventory(tmp_path):
@@ -102,62 +102,6 @@ def fleet(tmp_path_factory):
         run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
 
 
-def router(path, body=None, method=None, auth=True):
-    req = urllib.request.Request(f"http://{SUBNET}20:{ROUTER_PORT}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json", **(AUTH if auth else {})})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return resp.status, resp.read()
-
-
-def one_streamed_generation(tokens=24):
-    """True when a streamed /generate through the router ends with all its tokens and [DONE]."""
-    try:
-        status, raw = router("/generate", {"text": "hello router", "stream": True,
-                                           "sampling_params": {"max_new_tokens": tokens}})
-    except Exception:  # connection refused or reset, HTTP error: the user saw a failure
-        return False
-    events = [line[6:] for line in raw.decode(errors="replace").splitlines() if line.startswith("data: ")]
-    if status != 200 or not events or events[-1] != "[DONE]":
-        return False
-    return json.loads(events[-2])["meta_info"]["completion_tokens"] == tokens
-
-
-class Load:
-    """Clients sending streamed generations through the router, back to back, counting outcomes."""
-
-    def __init__(self, clients=4):
-        self.ok = self.failed = 0
-        self.done = []  # monotonic time of each request that succeeded
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(clients)]
-
-    def client(self):
-        while not self.stop.is_set():
-            good = one_streamed_generation()
-            with self.lock:
-                self.ok, self.failed = self.ok + good, self.failed + (not good)
-                if good:
-                    self.done.append(time.monotonic())
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        time.sleep(2)
-        return self
-
-    def __exit__(self, *exc):
-        time.sleep(2)
-        self.stop.set()
-        for t in self.threads:
-            t.join(60)
-
-
-def workers():
-    return sorted(w["url"] for w in json.loads(router("/workers")[1])["workers"] if w["is_healthy"])
-
-
 def rollout(fleet, marker, *extra):
     """deploy.yml one replica at a time, with a change that restarts each (a unit environment value)."""
     env = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json", "ROLLOUT_MARKER": marker}
@@ -190,18 +134,11 @@ def test_a_server_deployed_before_its_router_goes_on_and_joins_it_when_it_comes_
 
 def test_the_router_serves_through_both_replicas(fleet):
     assert workers() == EXPECTED_WORKERS
-    assert all(one_streamed_generation() for _ in range(4))
+    assert all(CLIENT.generates_in_full() for _ in range(4))
 
 
 def router_report(fleet, kind):
     return json.loads((fleet.reports / "router" / f"{kind}-latest.json").read_text())
-
-
-def wait_for(check, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}: {router('/workers')[1][:2000]}"
-        time.sleep(1)
 
 
 def test_drift_of_the_router_is_in_sync_with_the_inventory(fleet):
@@ -283,7 +220,7 @@ SERVING_SHARE, WINDOW_S, BASELINE_S = 0.4, 5.0, 10.0
 
 
 def test_a_rollout_of_every_replica_behind_the_router_fails_no_request(fleet):
-    with Load() as load:
+    with Load(CLIENT) as load:
         time.sleep(BASELINE_S)
         start = time.monotonic()
         rc, out = rollout(fleet, "drained")
@@ -321,7 +258,7 @@ def test_a_rerun_that_changes_nothing_keeps_every_replica_in_the_router(fleet):
 
 
 def test_the_same_rollout_without_draining_breaks_requests(fleet):
-    with Load() as load:
+    with Load(CLIENT) as load:
         rc, out = rollout(fleet, "undrained", "-e", "sglang_router_host=")
     assert rc == 0, out
     assert "out of router" not in out
@@ -370,12 +307,4 @@ def test_a_router_that_is_down_refuses_the_rollout_of_serving_replicas_before_an
         assert API_KEY not in out
     finally:
         fleet.ssh("router", "systemctl start sglang-router")
-    wait_for(lambda: answers(workers) == EXPECTED_WORKERS, "the router is back with both replicas")
-
-
-def answers(call):
-    """call(), or None while the router does not answer (starting)."""
-    try:
-        return call()
-    except (OSError, urllib.error.URLError):
-        return None
+    wait_for(lambda: CLIENT.answers(workers) == EXPECTED_WORKERS, "the router is back with both replicas")
