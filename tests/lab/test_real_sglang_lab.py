@@ -65,15 +65,17 @@ def real(tmp_path_factory):
                    extend=with_replica_and_router) as fleet:
         fleet.outputs = {}
 
-        def play(name, playbook, *args, limit=HOST):
-            rc, out = fleet.play(playbook, "-l", limit, *args, "-e", f"@{secret_vars}")
+        def play(name, playbook, *args, limit=HOST, timeout=900):
+            rc, out = fleet.play(playbook, "-l", limit, *args, "-e", f"@{secret_vars}", timeout=timeout)
             fleet.outputs[name] = out
             return rc, out
 
         fleet.play_secret = play
         rc, out = fleet.play("lab/prepare.yml", "-l", f"{HOST},{REPLICA}")
         assert rc == 0, out
-        rc, out = play("deploy-fresh", "deploy.yml", "-v")
+        # cold: ~4.4 GB of wheels downloaded into the controller's cache first, and in `make test`
+        # two cores shared with the other lab modules (the real server alone took ~6 min to start)
+        rc, out = play("deploy-fresh", "deploy.yml", "-v", timeout=2700)
         assert rc == 0, out[-20000:]
         yield fleet
 
@@ -171,22 +173,13 @@ def test_drift_reads_the_real_launch_and_finds_a_hand_edit_of_the_unit(real):
         real.ssh(HOST, f"sed -i 's/--max-total-tokens 4096/--max-total-tokens 8192/' {unit} && systemctl daemon-reload")
 
 
-def test_a_flag_change_restarts_the_real_server(real):
-    pid = real.ssh(HOST, "pgrep -of sglang_launch").strip()
-    rc, out = real.play_secret("deploy-flag", "deploy.yml", "-e",
-                               json.dumps({"sglang_args": {**ARGS, "max_total_tokens": 4096}}))
-    assert rc == 0, out
-    assert real.ssh(HOST, "pgrep -of sglang_launch").strip() != pid
-    assert api(real, "/server_info")["max_total_num_tokens"] == 4096
-
-
 def test_a_flag_the_real_release_refuses_at_start_up_is_rolled_back(real):
     """`served_model_name` with a colon passes the project's checks; SGLang 0.5.23 refuses it when it
     starts (srt/arg_groups/validation_hook.py:214-219, the colon is its LoRA adapter syntax)."""
     good = api(real, "/server_info")
     rc, out = real.play_secret("deploy-refused", "deploy.yml", "-e",
                                json.dumps({"sglang_args": {**ARGS, "max_total_tokens": 4096,
-                                                           "served_model_name": "tiny:llama"}}))
+                                                           "served_model_name": "tiny:llama"}}), timeout=1800)
     flat = unflow(out)
     assert rc != 0, out
     assert "sglang on cpu1 exited during start-up" in flat, out
@@ -194,7 +187,7 @@ def test_a_flag_the_real_release_refuses_at_start_up_is_rolled_back(real):
     assert re.search(r"rolled back to 0\.5\.23-[0-9a-f]{12} \(sglang 0\.5\.23, fingerprint [0-9a-f]{16}\): "
                      r"serving again, [\d.]+ tok/s single stream", flat), out
     back = api(real, "/server_info")
-    assert (back["served_model_name"], back["max_total_num_tokens"]) == (good["served_model_name"], 4096)
+    assert (back["served_model_name"], back["max_total_num_tokens"]) == (good["served_model_name"], 8192)
 
 
 def test_the_real_server_still_answers_the_probes_as_captured(real):
@@ -223,7 +216,7 @@ def test_the_real_router_serves_through_a_rollout_of_both_real_servers_without_a
     after its health check of the real server (with the key), and deploy.yml rolls a flag change out
     one server at a time, taking each out of the router until its in-flight requests finish and
     putting it back once the real server generates again, while clients stream through the router."""
-    rc, out = real.play_secret("deploy-replica", "deploy.yml", limit=REPLICA)
+    rc, out = real.play_secret("deploy-replica", "deploy.yml", limit=REPLICA, timeout=1800)
     assert rc == 0, out[-20000:]
     rc, out = real.play_secret("router", "router.yml", limit=ROUTER)
     assert rc == 0, out
@@ -231,12 +224,15 @@ def test_the_real_router_serves_through_a_rollout_of_both_real_servers_without_a
     client.wait_for(lambda: client.answers(client.workers) == WORKERS, "the router lists both real servers healthy",
                     timeout=180)
     assert all(client.generates_in_full(8) for _ in range(4))
+    # a flag change: each real server restarts with it (a new main PID), one at a time
+    pids = {host: real.ssh(host, "systemctl show sglang -p MainPID") for host in (HOST, REPLICA)}
     rollout = {"sglang_router_host": ROUTER, "sglang_rollout_batches": [1],
                "sglang_args": {**ARGS, "max_total_tokens": 6144}}
     with Load(client, clients=2, tokens=16) as load:
         time.sleep(10)
         start = time.monotonic()
-        rc, out = real.play_secret("rollout", "deploy.yml", "-e", json.dumps(rollout), limit="tiny_llama")
+        rc, out = real.play_secret("rollout", "deploy.yml", "-e", json.dumps(rollout), limit="tiny_llama",
+                                   timeout=1800)
         took = time.monotonic() - start
     print(f"rollout of 2 real servers behind the real router: {took:.0f} s, {load.ok} requests ok, "
           f"{load.failed} failed")
@@ -247,6 +243,7 @@ def test_the_real_router_serves_through_a_rollout_of_both_real_servers_without_a
         assert f"{host}: out of router router ({url}" in flat, out
         assert f"{host}: back in router router ({url}" in flat, out
         assert api(real, "/server_info", host=host)["max_total_num_tokens"] == 6144
+        assert real.ssh(host, "systemctl show sglang -p MainPID") != pids[host]
     assert load.failed == 0 and load.ok >= 10, (load.ok, load.failed)
     assert client.workers() == WORKERS
 
