@@ -74,6 +74,15 @@ LIGHT_VERIFY = yaml.safe_load((REPO / "lab" / "light_verify.yml").read_text())
 CANARY_THEN_REST = {"sglang_rollout_batches": [1, "100%"]}
 
 
+def addresses(group):
+    """{host: ansible_host} of every host in an inventory group and the groups under it."""
+    found = {name: spec["ansible_host"] for name, spec in (group.get("hosts") or {}).items()
+             if spec and "ansible_host" in spec}
+    for child in (group.get("children") or {}).values():
+        found.update(addresses(child or {}))
+    return found
+
+
 class LabFleet:
     """A running copy of the lab inventory: play(), ssh(), and where its reports go."""
 
@@ -82,9 +91,7 @@ class LabFleet:
         self.extra_vars = extra_vars or {}  # before the test's own -e, which win
         self.reports = reports
         self.known_hosts = known_hosts
-        data = yaml.safe_load(inventory.read_text())
-        hosts = data["all"]["children"]["sglang_servers"]["children"]["sglang_lab"]["hosts"]
-        self.ip = {name: spec["ansible_host"] for name, spec in hosts.items()}
+        self.ip = addresses(yaml.safe_load(inventory.read_text())["all"])  # ssh() reaches every host
 
     def play(self, playbook, *args, timeout=900):
         """Run a playbook (relative to the repository) through sglang_fleet's ansible-runner entry
@@ -152,11 +159,8 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     # generous: `make test` starts several fleets at once next to the unit tests on two cores
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build", "--timeout", "300"])
     assert rc == 0, out
-    fleet = LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
-    for group in data["all"]["children"].get("sglang_routers", {}).get("children", {}).values():
-        fleet.ip.update({name: spec["ansible_host"] for name, spec in group["hosts"].items()})  # ssh() on routers too
     try:
-        yield fleet
+        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
     finally:
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
 

@@ -85,7 +85,6 @@ def fleet(tmp_path_factory):
     assert rc == 0, out
 
     lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
-    lab.ip["router"] = f"{SUBNET}20"  # lab.ssh() on the router host too
     try:
         rc, out = lab.play("lab/prepare.yml")
         assert rc == 0, out
