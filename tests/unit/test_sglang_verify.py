@@ -73,7 +73,7 @@ def test_pass_with_history():
         "generated_at": "20261130T080000Z", "host": "ct129", "version": "0.5.11", "fingerprint": FP, "workload": WL,
         "passed": True,
         "gates": {"floor": "pass", "history": "pass", "accept_length": "pass", "last_good": "skip"},
-        "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "accept_length": 3.19,
+        "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "samples": {}, "accept_length": 3.19,
         "efficiency_pct": 35.7, "upper_bound_tok_s": 150.6,
     }
     assert r["report"]["roofline"]["formula"] == (
@@ -148,7 +148,8 @@ def test_history_of_other_versions_flags_workloads_failed_runs_is_ignored():
                rec("20261130T063000Z", 53.0, 190.0)]
     r = run(bench(52.0, 188.0), history)
     assert r["ok"] is True
-    assert r["report"]["history"] == {"runs": 1, "window": 3, "since": "20261130T063000Z", "last": "20261130T063000Z",
+    assert r["report"]["history"] == {"runs": 1, "window": 3, "samples": {},
+                                      "since": "20261130T063000Z", "last": "20261130T063000Z",
                                       "median": {"decode_tok_s@1": 53.0, "output_tok_s@4": 190.0},
                                       "accept_length": 3.19}
     # and with only the other records, no history at all
@@ -271,3 +272,59 @@ def test_the_last_known_good_itself_is_left_to_the_history_gate():
     r = run_lg(bench(20.0, 80.0), last_good(), args=ARGS)
     gate = r["report"]["gates"][-1]
     assert gate["status"] == "skip" and gate["message"].endswith("history compares its runs")
+
+
+# ------------------------------------------------------------------ noise-aware gates (#27)
+
+NOISY_TH = {**TH, "min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95}
+
+
+def repeated(decodes, out4s):
+    """bench() with each repeat's figures in `runs`, as bench_client returns them."""
+    b = bench(median(decodes), median(out4s))
+    b[0]["runs"] = [{"decode_tok_s_per_stream": {"p50": d}, "output_throughput": d * 0.93} for d in decodes]
+    b[1]["runs"] = [{"decode_tok_s_per_stream": {"p50": o / 4}, "output_throughput": o} for o in out4s]
+    return b
+
+
+def sampled(stamp, decodes, out4s):
+    return {**rec(stamp, median(decodes), median(out4s)),
+            "samples": {"decode_tok_s@1": decodes, "output_tok_s@4": out4s}}
+
+
+STEADY = [sampled(f"20261130T07{i}000Z", [53.0 + (i + j) % 3 * 0.5 for j in range(5)],
+                  [195.0 + (i * j) % 4 for j in range(5)]) for i in range(3)]
+
+
+def test_the_record_keeps_every_repeat_and_an_unchanged_run_passes_with_its_interval():
+    r = run(repeated([53.4, 53.9, 53.5, 54.0, 53.6], [196.0, 197.0, 195.5, 196.5, 197.5]), STEADY, NOISY_TH)
+    assert r["record"]["samples"]["decode_tok_s@1"] == [53.4, 53.9, 53.5, 54.0, 53.6]
+    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
+    assert history["status"] == "pass"
+    row = history["metrics"][0]
+    assert row["test"] == "pass" and row["interval_pct"][0] < row["effect_pct"] < row["interval_pct"][1]
+    assert row["noise_pct"] < 1.0 and row["detectable_pct"] < 3.0
+
+
+def test_a_loss_beyond_the_noise_and_the_minimum_effect_fails_naming_its_interval():
+    r = run(repeated([49.0, 49.3, 48.8, 49.1, 49.4], [180.0, 181.0, 179.0, 180.5, 181.5]), STEADY, NOISY_TH)
+    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
+    assert history["status"] == "fail" and r["ok"] is False
+    assert history["metrics"][0]["test"] == "fail" and history["metrics"][0]["interval_pct"][1] < -3
+
+
+def test_noise_too_large_to_tell_is_inconclusive_and_never_fails_the_run():
+    noisy = [sampled(f"20261130T07{i}000Z", [40.0, 55.0, 62.0, 48.0, 66.0], [150.0, 230.0, 190.0, 170.0, 220.0])
+             for i in range(3)]
+    r = run(repeated([50.0, 58.0, 47.0, 61.0, 52.0], [175.0, 210.0, 185.0, 200.0, 190.0]), noisy, NOISY_TH)
+    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
+    assert history["status"] == "inconclusive" and r["ok"] is True
+    assert history["message"].startswith("history: cannot tell against the last 3 passing runs")
+    assert "detects a loss of" in history["message"]
+
+
+def test_two_repeats_are_a_point_comparison_said_as_such():
+    r = run(repeated([53.0, 54.0], [195.0, 196.0]), STEADY, NOISY_TH)
+    row = next(g for g in r["report"]["gates"] if g["gate"] == "history")["metrics"][0]
+    assert row["test"] == "point" and row["status"] == "pass"
+    assert "a point comparison of the medians against -5 %, not a test" in row["comparison"]

@@ -30,6 +30,7 @@ import math
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.roofline import (
     NOT_ON_CPU,
     RooflineError,
@@ -111,6 +112,13 @@ def levels(bench):
             "input_len": res.get("input_len"),
             "output_len": res.get("output_len"),
             "repeats": res.get("repeats"),
+            # each repeat's own figures (bench_client's `runs`): what the noise-aware gates compare
+            "samples": {
+                "decode_tok_s": [x for x in ((r.get("decode_tok_s_per_stream") or {}).get("p50")
+                                             for r in res.get("runs") or []) if _num(x) and x > 0],
+                "output_tok_s": [x for x in (r.get("output_throughput") for r in res.get("runs") or [])
+                                 if _num(x) and x > 0],
+            },
         }
     if 1 not in out:
         raise VerifyError("no single-stream (concurrency 1) benchmark result")
@@ -127,6 +135,27 @@ def metrics_of(lv):
         if _num(row["output_tok_s"]):
             metrics[f"output_tok_s@{row['concurrency']}"] = round(row["output_tok_s"], 2)
     return metrics
+
+
+def samples_of(lv):
+    """Each gated metric's per-repeat values (metrics_of's names); a metric without any is left out."""
+    out = {DECODE: lv[0]["samples"]["decode_tok_s"]} if lv[0]["samples"]["decode_tok_s"] else {}
+    for row in lv[1:]:
+        if row["samples"]["output_tok_s"]:
+            out[f"output_tok_s@{row['concurrency']}"] = row["samples"]["output_tok_s"]
+    return out
+
+
+def host_noise(history, shape):
+    """The host's noise per metric: (sigma, dof) pooled over the repeats of every passing run of this
+    workload, whatever its version or flags (a new release has no runs of its own yet)."""
+    runs = {}
+    for rec in history:
+        if isinstance(rec, dict) and rec.get("passed") is True and rec.get("workload") == shape:
+            for name, values in (rec.get("samples") or {}).items():
+                if isinstance(values, list) and all(_num(v) and v > 0 for v in values):
+                    runs.setdefault(name, []).append(values)
+    return {name: noise.pooled_noise(groups) for name, groups in runs.items()}
 
 
 def metric_label(name):
@@ -162,8 +191,13 @@ def baseline(history, fp_id, window, shape=None):
         if vals:
             med[name] = round(median(vals), 2)
     acc = [r["accept_length"] for r in used if _num(r.get("accept_length"))]
+    samples = {}
+    for r in used:
+        for name, values in (r.get("samples") or {}).items():
+            if isinstance(values, list):
+                samples.setdefault(name, []).extend(v for v in values if _num(v) and v > 0)
     return {
-        "runs": len(used), "window": window,
+        "runs": len(used), "window": window, "samples": samples,
         "since": used[0].get("generated_at") if used else None,
         "last": used[-1].get("generated_at") if used else None,
         "median": med, "accept_length": round(median(acc), 2) if acc else None,
@@ -200,18 +234,37 @@ def _hist_text(base, name):
     return f"history median {_fmt(value)} over {base['runs']} passing run{'s' if base['runs'] != 1 else ''}"
 
 
-def compare_metrics(metrics, reference, tol, ref_key):
+def compare_metrics(metrics, reference, tol, ref_key, stats=None):
     """(rows, failed rows): each metric against its reference value (`ref_key` in the row), failing
-    when more than `tol` % below it; metrics without a positive reference are left out."""
+    when more than `tol` % below it; metrics without a positive reference are left out.
+
+    `stats` (the noise-aware comparison, plugins/module_utils/verify/noise.py): {"samples": this run's
+    repeats per metric, "reference": the reference's repeats per metric, "noise": {metric: (sigma,
+    dof)}, "alpha", "power", "min_effect" (fractions)}. A metric with repeats on both sides is then
+    judged by noise.compare (status pass, fail or inconclusive; with fewer than 3 repeats a side,
+    the point comparison against `tol`, said as such), with its effect, interval and detectable
+    loss in the row."""
     rows = []
     for name in sorted(metrics, key=lambda n: (n != DECODE, n)):
         ref = reference.get(name)
         if not _num(ref) or ref <= 0:
             continue
         value, limit = metrics[name], ref * (1 - tol / 100.0)
-        rows.append({"metric": name, "measured": value, ref_key: ref,
-                     "change_pct": -round(100.0 * (ref - value) / ref, 1), "threshold": round(limit, 2),
-                     "status": "pass" if value >= limit else "fail"})
+        row = {"metric": name, "measured": value, ref_key: ref,
+               "change_pct": -round(100.0 * (ref - value) / ref, 1), "threshold": round(limit, 2),
+               "status": "pass" if value >= limit else "fail"}
+        cur, refs = ((stats or {}).get("samples") or {}).get(name), ((stats or {}).get("reference") or {}).get(name)
+        if cur and refs:
+            sigma, dof = (stats.get("noise") or {}).get(name, (None, 0))
+            res = noise.compare(cur, refs, sigma, dof, alpha=stats["alpha"], power=stats["power"],
+                                min_effect=stats["min_effect"], point_tolerance=tol / 100.0)
+            row.update({"test": res["verdict"], "comparison": res["message"],
+                        "effect_pct": round(100 * res["effect"], 2),
+                        "interval_pct": None if res["interval"] is None else [round(100 * x, 2) for x in res["interval"]],
+                        "detectable_pct": None if res["detectable"] is None else round(100 * res["detectable"], 2),
+                        "noise_pct": None if res["sigma"] is None else round(100 * res["sigma"], 2),
+                        "status": res["point_verdict"] if res["verdict"] == "point" else res["verdict"]})
+        rows.append(row)
     return rows, [r for r in rows if r["status"] == "fail"]
 
 
@@ -235,7 +288,7 @@ def _gpu_key(gpu):
     return (gpu.get("gpu_model"), gpu.get("gpu_count"))
 
 
-def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression, side):
+def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression, side, stats=None):
     """The `last_good` gate (see module doc); `last_good` is the host's release record or None."""
     gate = {"gate": "last_good", "status": "skip"}
     if not last_good:
@@ -259,9 +312,15 @@ def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regress
     if why:
         return {**gate, "message": f"last known good: {name} ran {why}; not compared"}
     changed = what_changed(last_good.get("version"), last_good.get("args"), fp["version"], args)
-    rows, failed = compare_metrics(metrics, lg["metrics"], tol, "last_good")
+    rows, failed = compare_metrics(metrics, lg["metrics"], tol, "last_good",
+                                   stats and {**stats, "reference": lg.get("samples") or {}})
     gate.update({"tolerance_pct": tol, "metrics": rows, "changed": changed})
     what = "what changed: " + (", ".join(changed) if changed else "nothing in version or flags (the environment?)")
+    unsure = [r for r in rows if r["status"] == "inconclusive"]
+    if unsure and not failed:
+        return {**gate, "status": "inconclusive", "message": (
+            f"last known good: cannot tell against {name}: "
+            + "; ".join(f"{metric_label(r['metric'])} {r['comparison']}" for r in unsure) + f"; {what}")}
     if not failed:
         worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
         return {**gate, "status": "pass", "message": (
@@ -294,6 +353,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     if floor < 0 or min_acc < 0 or not 0 <= tol < 100:
         raise VerifyError(f"thresholds out of range: min_decode_tok_s {floor:g}, min_accept_length {min_acc:g}, "
                           f"regression_tolerance_pct {tol:g} (0 <= tolerance < 100)")
+    min_effect = thresholds.get("min_effect_pct")
     fp = fingerprint(version, args)
     tp = tp_size_of(args)
     algo = speculative_algorithm(args)
@@ -305,6 +365,11 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
                   None)
     shape = workload(lv)
     base = baseline(history, fp["id"], window, shape)
+    samples = samples_of(lv)
+    stats = None if min_effect is None else {
+        "samples": samples, "noise": host_noise(history, shape), "min_effect": float(min_effect) / 100.0,
+        "alpha": float(thresholds.get("false_alarm_pct", 1)) / 100.0,
+        "power": float(thresholds.get("power_pct", 95)) / 100.0}
     roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
     check_speed = CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED
     eff = None if "error" in roof else efficiency_pct(decode, roof)
@@ -331,7 +396,9 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             f"workload ({shape}) yet; "
             f"this run starts the baseline ({_roof_text(roof, decode)})")})
     else:
-        rows, failed = compare_metrics(metrics, base["median"], tol, "history_median")
+        rows, failed = compare_metrics(metrics, base["median"], tol, "history_median",
+                                       stats and {**stats, "reference": base["samples"]})
+        unsure = [r for r in rows if r["status"] == "inconclusive"]
         hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
                    f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}")
         if failed:
@@ -342,12 +409,16 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
                    f"{_roof_text(roof, decode)}); check: what changed since {base['last']} (driver, CUDA, "
                    f"firmware, GPU clocks, other load on the host, the model files), then "
                    + check_speed.format(host=host or "HOST").removeprefix("check: "))
+        elif unsure:
+            msg = (f"history: cannot tell against the {hist_of}: "
+                   + "; ".join(f"{metric_label(r['metric'])} {r['comparison']}" for r in unsure))
         else:
             worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
             msg = (f"history: within {tol:g} % of the median of the {hist_of}"
                    + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})"
                       if worst else ""))
-        gates.append({"gate": "history", "status": "fail" if failed else "pass", "tolerance_pct": tol,
+        gates.append({"gate": "history", "status": "fail" if failed else "inconclusive" if unsure else "pass",
+                      "tolerance_pct": tol,
                       "runs": base["runs"], "metrics": rows, "message": msg})
 
     # (c) speculative accept length
@@ -377,7 +448,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
 
     # (d) cross-release: against the host's last known good, whatever its version or flags
     gates.append(last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression,
-                                _roof_text(roof, decode)))
+                                _roof_text(roof, decode), stats))
 
     failures = [g["message"] for g in gates if g["status"] == "fail"]
     ok = not failures
@@ -397,7 +468,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             + " [" + ", ".join(f"{g} {status[g]}" for g in GATES) + "]")
     record = {
         "generated_at": stamp, "host": host, "version": fp["version"], "fingerprint": fp["id"], "workload": shape,
-        "passed": ok, "gates": status, "metrics": metrics, "accept_length": accept,
+        "passed": ok, "gates": status, "metrics": metrics, "samples": samples, "accept_length": accept,
         "efficiency_pct": eff, "upper_bound_tok_s": roof.get("upper_bound_tok_s"),
     }
     report = {
