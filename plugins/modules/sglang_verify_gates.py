@@ -28,7 +28,13 @@ options:
   min_decode_tok_s: {description: Floor for single-stream decode tok/s (0 = none)., type: float, default: 0}
   min_accept_length: {description: Minimum speculative accept length (0 = none)., type: float, default: 0}
   history_window: {description: Passing runs the history median is taken over., type: int, default: 5}
-  regression_tolerance_pct: {description: "Allowed drop below the history median, in %.", type: float, default: 5}
+  regression_tolerance_pct: {description: "Allowed drop below the history median, in %, where there is no test (fewer than 3
+      repeats a side, or no noise estimate).", type: float, default: 5}
+  min_effect_pct: {description: "The smallest loss that matters, in %: a loss fails only when it is at least this and beyond the
+      host's noise (plugins/module_utils/verify/noise.py). Unset = the fixed O(regression_tolerance_pct) only.", type: float}
+  false_alarm_pct: {description: "The chance, in %, that an unchanged release fails the noise-aware test.", type: float, default: 1}
+  power_pct: {description: "The chance, in %, with which the smallest detectable loss the report states is detected.", type: float,
+    default: 95}
   history_file: {description: JSON-lines history of this host ("" or a missing file = no history)., type: path, default: ""}
   host: {description: Name used in messages., type: str, default: ""}
   stamp: {description: UTC time stamp of this run., type: str, default: ""}
@@ -83,6 +89,9 @@ def main():
             "min_accept_length": {"type": "float", "default": 0.0},
             "history_window": {"type": "int", "default": 5},
             "regression_tolerance_pct": {"type": "float", "default": 5.0},
+            "min_effect_pct": {"type": "float"},
+            "false_alarm_pct": {"type": "float", "default": 1.0},
+            "power_pct": {"type": "float", "default": 95.0},
             "history_file": {"type": "path", "default": ""},
             "host": {"type": "str", "default": ""},
             "stamp": {"type": "str", "default": ""},
@@ -97,7 +106,7 @@ def main():
         with open(p["history_file"], encoding="utf-8") as fh:
             history = read_history(fh.read())
     thresholds = {k: p[k] for k in ("min_decode_tok_s", "min_accept_length", "history_window",
-                                    "regression_tolerance_pct")}
+                                    "regression_tolerance_pct", "min_effect_pct", "false_alarm_pct", "power_pct")}
     try:
         out = evaluate(p["bench"], thresholds, history, p["gpu"], p["weight_bytes"] or None, p["version"],
                        p["args"], p["host"], p["stamp"], last_good=p["last_good"] or None,
