@@ -32,6 +32,9 @@ options:
       repeats a side, or no noise estimate).", type: float, default: 5}
   min_effect_pct: {description: "The smallest loss that matters, in %: a loss fails only when it is at least this and beyond the
       host's noise (plugins/module_utils/verify/noise.py). Unset = the fixed O(regression_tolerance_pct) only.", type: float}
+  gate_mode: {description: "What decides the history and last-good gates: fixed (O(regression_tolerance_pct); the noise-aware
+      verdict is reported) or noise.", type: str, default: fixed}
+  inconclusive: {description: "An inconclusive noise-aware gate: keep (never fails the run) or fail.", type: str, default: keep}
   false_alarm_pct: {description: "The chance, in %, that an unchanged release fails the noise-aware test.", type: float, default: 1}
   power_pct: {description: "The chance, in %, with which the smallest detectable loss the report states is detected.", type: float,
     default: 95}
@@ -90,6 +93,8 @@ def main():
             "history_window": {"type": "int", "default": 5},
             "regression_tolerance_pct": {"type": "float", "default": 5.0},
             "min_effect_pct": {"type": "float"},
+            "gate_mode": {"type": "str", "default": "fixed"},
+            "inconclusive": {"type": "str", "default": "keep"},
             "false_alarm_pct": {"type": "float", "default": 1.0},
             "power_pct": {"type": "float", "default": 95.0},
             "history_file": {"type": "path", "default": ""},
@@ -106,7 +111,8 @@ def main():
         with open(p["history_file"], encoding="utf-8") as fh:
             history = read_history(fh.read())
     thresholds = {k: p[k] for k in ("min_decode_tok_s", "min_accept_length", "history_window",
-                                    "regression_tolerance_pct", "min_effect_pct", "false_alarm_pct", "power_pct")}
+                                    "regression_tolerance_pct", "min_effect_pct", "false_alarm_pct", "power_pct",
+                                    "gate_mode", "inconclusive")}
     try:
         out = evaluate(p["bench"], thresholds, history, p["gpu"], p["weight_bytes"] or None, p["version"],
                        p["args"], p["host"], p["stamp"], last_good=p["last_good"] or None,

@@ -6,7 +6,12 @@ import random
 
 import pytest
 
-from ansible_collections.sglang.fleet.plugins.module_utils.verify.noise import compare, pooled_noise, t_quantile
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.noise import (
+    compare,
+    compare_runs,
+    pooled_noise,
+    t_quantile,
+)
 
 CV = 0.02   # the issue's run-to-run spread of one repeat's decode throughput
 
@@ -19,10 +24,12 @@ def history_noise(rng, runs=20, n=5):
     return pooled_noise([repeats(rng, n, mean=rng.uniform(90, 110)) for _ in range(runs)])
 
 
-@pytest.mark.parametrize(("p", "dof", "exact"), [(0.975, 5, 2.5706), (0.99, 10, 2.7638), (0.95, 30, 1.6973),
-                                                 (0.99, math.inf, 2.3263)])
-def test_t_quantile_is_within_a_percent_of_the_tables(p, dof, exact):
-    assert t_quantile(p, dof) == pytest.approx(exact, rel=0.01)
+@pytest.mark.parametrize(("p", "dof", "exact"), [(0.99, 1, 31.821), (0.99, 2, 6.965), (0.95, 2, 2.920),
+                                                 (0.975, 5, 2.5706), (0.99, 10, 2.7638), (0.95, 30, 1.6973),
+                                                 (0.01, 4, -3.747), (0.99, 500, 2.3338), (0.99, math.inf, 2.3263)])
+def test_t_quantile_matches_the_tables(p, dof, exact):
+    """Student's t tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2) to their 4-5 digits."""
+    assert t_quantile(p, dof) == pytest.approx(exact, abs=6e-4)
 
 
 def test_pooled_noise_ignores_each_runs_own_level():
@@ -71,3 +78,19 @@ def test_fewer_than_three_repeats_is_a_point_comparison_said_as_such():
 def test_bad_throughputs_are_refused():
     with pytest.raises(ValueError, match="positive numbers"):
         compare([0.0, 1.0, 2.0], [1.0, 1.0, 1.0])
+
+
+def test_run_to_run_an_unchanged_release_fails_at_most_one_percent_and_a_big_loss_is_caught():
+    """Runs whose figures move 2 % between runs: the host's noise from 4 releases x 4 runs (12 dof),
+    this run against the window's 5 runs."""
+    rng = random.Random(5)
+    sigma, dof = pooled_noise([[100 * math.exp(rng.gauss(0, CV)) for _ in range(4)] for _ in range(4)])
+
+    def verdicts(loss, trials=2000):
+        out = [compare_runs(100 * (1 - loss) * math.exp(rng.gauss(0, CV)),
+                            [100 * math.exp(rng.gauss(0, CV)) for _ in range(5)], sigma, dof)["verdict"]
+               for _ in range(trials)]
+        return {v: out.count(v) / trials for v in set(out)}
+
+    assert verdicts(0.0).get("fail", 0) <= 0.01
+    assert verdicts(0.15)["fail"] >= 0.95

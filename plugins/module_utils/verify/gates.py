@@ -147,15 +147,22 @@ def samples_of(lv):
 
 
 def host_noise(history, shape):
-    """The host's noise per metric: (sigma, dof) pooled over the repeats of every passing run of this
-    workload, whatever its version or flags (a new release has no runs of its own yet)."""
-    runs = {}
+    """The host's noise per metric, learned from its passing runs of this workload whatever their
+    version or flags (a new release has no runs of its own yet):
+    {"runs": {metric: (sigma, dof)}: run to run, each run's figure around the mean of the runs with
+    its fingerprint; "within": {metric: (sigma, dof)}: one repeat around its run's mean}."""
+    by_fp, within = {}, {}
     for rec in history:
-        if isinstance(rec, dict) and rec.get("passed") is True and rec.get("workload") == shape:
-            for name, values in (rec.get("samples") or {}).items():
-                if isinstance(values, list) and all(_num(v) and v > 0 for v in values):
-                    runs.setdefault(name, []).append(values)
-    return {name: noise.pooled_noise(groups) for name, groups in runs.items()}
+        if not (isinstance(rec, dict) and rec.get("passed") is True and rec.get("workload") == shape):
+            continue
+        for name, value in (rec.get("metrics") or {}).items():
+            if _num(value) and value > 0:
+                by_fp.setdefault(name, {}).setdefault(rec.get("fingerprint"), []).append(value)
+        for name, values in (rec.get("samples") or {}).items():
+            if isinstance(values, list) and all(_num(v) and v > 0 for v in values):
+                within.setdefault(name, []).append(values)
+    return {"runs": {name: noise.pooled_noise(list(groups.values())) for name, groups in by_fp.items()},
+            "within": {name: noise.pooled_noise(groups) for name, groups in within.items()}}
 
 
 def metric_label(name):
@@ -191,13 +198,15 @@ def baseline(history, fp_id, window, shape=None):
         if vals:
             med[name] = round(median(vals), 2)
     acc = [r["accept_length"] for r in used if _num(r.get("accept_length"))]
+    run_values = {name: [r["metrics"][name] for r in used if _num(r["metrics"].get(name)) and r["metrics"][name] > 0]
+                  for name in med}
     samples = {}
     for r in used:
         for name, values in (r.get("samples") or {}).items():
             if isinstance(values, list):
                 samples.setdefault(name, []).extend(v for v in values if _num(v) and v > 0)
     return {
-        "runs": len(used), "window": window, "samples": samples,
+        "runs": len(used), "window": window, "samples": samples, "values": run_values,
         "since": used[0].get("generated_at") if used else None,
         "last": used[-1].get("generated_at") if used else None,
         "median": med, "accept_length": round(median(acc), 2) if acc else None,
@@ -238,12 +247,13 @@ def compare_metrics(metrics, reference, tol, ref_key, stats=None):
     """(rows, failed rows): each metric against its reference value (`ref_key` in the row), failing
     when more than `tol` % below it; metrics without a positive reference are left out.
 
-    `stats` (the noise-aware comparison, plugins/module_utils/verify/noise.py): {"samples": this run's
-    repeats per metric, "reference": the reference's repeats per metric, "noise": {metric: (sigma,
-    dof)}, "alpha", "power", "min_effect" (fractions)}. A metric with repeats on both sides is then
-    judged by noise.compare (status pass, fail or inconclusive; with fewer than 3 repeats a side,
-    the point comparison against `tol`, said as such), with its effect, interval and detectable
-    loss in the row."""
+    `stats` adds the noise-aware comparison (plugins/module_utils/verify/noise.py): {"mode": "fixed"
+    or "noise", "samples": this run's repeats per metric, "reference": the reference's repeats per
+    metric, "reference_runs": the reference runs' figures per metric, "noise": host_noise(), "alpha",
+    "power", "min_effect" (fractions)}. Each row gets its verdict (noise_verdict: pass, fail,
+    inconclusive or point), effect, interval, detectable loss, noise and what the noise was learned
+    from; in mode "noise" that verdict is the row's status (a point comparison keeps `tol`), in mode
+    "fixed" it is reported next to the fixed tolerance's status."""
     rows = []
     for name in sorted(metrics, key=lambda n: (n != DECODE, n)):
         ref = reference.get(name)
@@ -253,19 +263,38 @@ def compare_metrics(metrics, reference, tol, ref_key, stats=None):
         row = {"metric": name, "measured": value, ref_key: ref,
                "change_pct": -round(100.0 * (ref - value) / ref, 1), "threshold": round(limit, 2),
                "status": "pass" if value >= limit else "fail"}
-        cur, refs = ((stats or {}).get("samples") or {}).get(name), ((stats or {}).get("reference") or {}).get(name)
-        if cur and refs:
-            sigma, dof = (stats.get("noise") or {}).get(name, (None, 0))
-            res = noise.compare(cur, refs, sigma, dof, alpha=stats["alpha"], power=stats["power"],
-                                min_effect=stats["min_effect"], point_tolerance=tol / 100.0)
-            row.update({"test": res["verdict"], "comparison": res["message"],
+        res = noise_verdict(name, value, stats, tol) if stats else None
+        if res:
+            row.update({"noise_verdict": res["verdict"], "comparison": res["message"], "noise_basis": res["basis"],
                         "effect_pct": round(100 * res["effect"], 2),
                         "interval_pct": None if res["interval"] is None else [round(100 * x, 2) for x in res["interval"]],
                         "detectable_pct": None if res["detectable"] is None else round(100 * res["detectable"], 2),
-                        "noise_pct": None if res["sigma"] is None else round(100 * res["sigma"], 2),
-                        "status": res["point_verdict"] if res["verdict"] == "point" else res["verdict"]})
+                        "noise_pct": None if res["sigma"] is None else round(100 * res["sigma"], 2)})
+            if stats["mode"] == "noise" and res["verdict"] != "point":
+                row["status"] = res["verdict"]
         rows.append(row)
     return rows, [r for r in rows if r["status"] == "fail"]
+
+
+def noise_verdict(name, value, stats, tol):
+    """The noise-aware verdict on metric `name` (see compare_metrics), with `basis`: `runs` (this run
+    against the reference runs, with the host's run-to-run noise: needs 2 dof, e.g. 3 passing runs of
+    one release), else `repeats` (this run's repeats against the reference's, with the spread of one
+    repeat: it ignores what changes between runs, said in the message), else a point comparison."""
+    opts = {"alpha": stats["alpha"], "power": stats["power"], "min_effect": stats["min_effect"]}
+    run_sigma, run_dof = stats["noise"]["runs"].get(name, (None, 0))
+    refs = stats.get("reference_runs", {}).get(name)
+    if refs and run_sigma and run_dof >= 2:
+        return {**noise.compare_runs(value, refs, run_sigma, run_dof, **opts), "basis": "runs"}
+    cur, ref = stats["samples"].get(name), stats.get("reference", {}).get(name)
+    if not (cur and ref):
+        return None
+    sigma, dof = stats["noise"]["within"].get(name, (None, 0))
+    res = noise.compare(cur, ref, sigma, dof, point_tolerance=tol / 100.0, **opts)
+    if res["verdict"] != "point":
+        res["message"] = res["message"].replace(
+            "within-run noise", f"run-to-run noise not learned yet ({run_dof} dof), within-run noise")
+    return {**res, "basis": "point" if res["verdict"] == "point" else "repeats"}
 
 
 def _show(value):
@@ -313,7 +342,9 @@ def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regress
         return {**gate, "message": f"last known good: {name} ran {why}; not compared"}
     changed = what_changed(last_good.get("version"), last_good.get("args"), fp["version"], args)
     rows, failed = compare_metrics(metrics, lg["metrics"], tol, "last_good",
-                                   stats and {**stats, "reference": lg.get("samples") or {}})
+                                   stats and {**stats, "reference": lg.get("samples") or {},
+                                              "reference_runs": {k: [v] for k, v in lg["metrics"].items()
+                                                                 if _num(v) and v > 0}})
     gate.update({"tolerance_pct": tol, "metrics": rows, "changed": changed})
     what = "what changed: " + (", ".join(changed) if changed else "nothing in version or flags (the environment?)")
     unsure = [r for r in rows if r["status"] == "inconclusive"]
@@ -338,6 +369,33 @@ def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regress
                              "-e sglang_verify_accept_regression=true"}
 
 
+NOISE_THRESHOLDS = ("gate_mode", "min_effect_pct", "false_alarm_pct", "power_pct", "inconclusive")
+
+
+def noise_options(thresholds):
+    """The noise-aware gates' settings from `thresholds` (None when min_effect_pct is unset: the fixed
+    tolerance alone), each checked: gate_mode fixed (decides by regression_tolerance_pct, reports the
+    noise-aware verdict) or noise (decides by it); inconclusive keep (an inconclusive gate never fails
+    the run) or fail; min_effect_pct in (0, 100), false_alarm_pct in (0, 50), power_pct in [50, 100)."""
+    if thresholds.get("min_effect_pct") is None:
+        return None
+    mode, policy = thresholds.get("gate_mode", "fixed"), thresholds.get("inconclusive", "keep")
+    values = {k: thresholds.get(k, d) for k, d in (("min_effect_pct", None), ("false_alarm_pct", 1), ("power_pct", 95))}
+    bad = [f"{k} {v!r}" for k, v in values.items() if not _num(v)]
+    if not bad:
+        eff, alpha, power = values["min_effect_pct"], values["false_alarm_pct"], values["power_pct"]
+        bad = ([f"min_effect_pct {eff:g} (0 < it < 100)"] if not 0 < eff < 100 else []) \
+            + ([f"false_alarm_pct {alpha:g} (0 < it < 50)"] if not 0 < alpha < 50 else []) \
+            + ([f"power_pct {power:g} (50 <= it < 100)"] if not 50 <= power < 100 else [])
+    bad += [f"gate_mode {mode!r} (fixed or noise)"] if mode not in ("fixed", "noise") else []
+    bad += [f"inconclusive {policy!r} (keep or fail)"] if policy not in ("keep", "fail") else []
+    if bad:
+        raise VerifyError("noise-aware gate settings out of range: " + ", ".join(bad)
+                          + "; fix sglang_verify_min_effect_pct, _false_alarm_pct, _power_pct, _gate_mode or _inconclusive")
+    return {"mode": mode, "inconclusive": policy, "min_effect": values["min_effect_pct"] / 100.0,
+            "alpha": values["false_alarm_pct"] / 100.0, "power": values["power_pct"] / 100.0}
+
+
 def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host="", stamp="", last_good=None,
              accept_regression=False):
     """Gates and report for one verification run (see module doc).
@@ -353,7 +411,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     if floor < 0 or min_acc < 0 or not 0 <= tol < 100:
         raise VerifyError(f"thresholds out of range: min_decode_tok_s {floor:g}, min_accept_length {min_acc:g}, "
                           f"regression_tolerance_pct {tol:g} (0 <= tolerance < 100)")
-    min_effect = thresholds.get("min_effect_pct")
+    stats_opts = noise_options(thresholds)
     fp = fingerprint(version, args)
     tp = tp_size_of(args)
     algo = speculative_algorithm(args)
@@ -366,10 +424,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     shape = workload(lv)
     base = baseline(history, fp["id"], window, shape)
     samples = samples_of(lv)
-    stats = None if min_effect is None else {
-        "samples": samples, "noise": host_noise(history, shape), "min_effect": float(min_effect) / 100.0,
-        "alpha": float(thresholds.get("false_alarm_pct", 1)) / 100.0,
-        "power": float(thresholds.get("power_pct", 95)) / 100.0}
+    stats = stats_opts and {**stats_opts, "samples": samples, "noise": host_noise(history, shape)}
     roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
     check_speed = CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED
     eff = None if "error" in roof else efficiency_pct(decode, roof)
@@ -397,7 +452,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             f"this run starts the baseline ({_roof_text(roof, decode)})")})
     else:
         rows, failed = compare_metrics(metrics, base["median"], tol, "history_median",
-                                       stats and {**stats, "reference": base["samples"]})
+                                       stats and {**stats, "reference": base["samples"],
+                                                  "reference_runs": base["values"]})
         unsure = [r for r in rows if r["status"] == "inconclusive"]
         hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
                    f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}")
@@ -450,7 +506,14 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     gates.append(last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression,
                                 _roof_text(roof, decode), stats))
 
-    failures = [g["message"] for g in gates if g["status"] == "fail"]
+    if stats:
+        for gate in gates:
+            decode_row = next((r for r in gate.get("metrics") or [] if r["metric"] == DECODE and "comparison" in r), None)
+            if stats["mode"] == "fixed" and decode_row:
+                gate["message"] += (f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream "
+                                    f"decode {decode_row['comparison']}")
+    failing = ("fail", "inconclusive") if stats and stats["inconclusive"] == "fail" else ("fail",)
+    failures = [g["message"] for g in gates if g["status"] in failing]
     ok = not failures
     status = {g["gate"]: g["status"] for g in gates}
     roof_short = ("roofline " + NOT_ON_CPU.split(" (", 1)[0] if roof.get("not_applicable") else
@@ -476,7 +539,7 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
         "sglang_version": fp["version"], "fingerprint": fp, "workload": shape,
         "speculative_algorithm": algo,
         "thresholds": {"min_decode_tok_s": floor, "min_accept_length": min_acc, "history_window": window,
-                       "regression_tolerance_pct": tol},
+                       "regression_tolerance_pct": tol, **{k: thresholds.get(k) for k in NOISE_THRESHOLDS}},
         "gates": gates, "levels": lv, "metrics": metrics, "accept_length": accept,
         "history": base, "last_good": gates[-1].get("release"), "roofline": roof, "efficiency_pct": eff, "tp_size": tp,
         "weight_bytes": weight_bytes,

@@ -5,7 +5,10 @@ reference's (the host's passing history, or its last known good release). Throug
 multiplicative, so the comparison is on log values: the effect is
 ``exp(mean(log current) - mean(log reference)) - 1``.
 
-The noise is the host's own: the coefficient of variation of one repeat, pooled over the repeats
+The noise is the host's own, learned from its passing runs. Preferred: run to run
+(compare_runs), each run's figure around the mean of the runs of its release and flags, since a
+run's repeats share its load and clocks and so understate how far two runs fall apart. Until the
+host has such runs: the coefficient of variation of one repeat (compare), pooled over the repeats
 of its passing runs (each run's repeats around that run's own mean, so a release that is faster or
 slower as a whole adds nothing). With noise sigma (log scale, ~ CV) and n, m repeats, the effect's
 standard error is ``sigma * sqrt(1/n + 1/m)``; sigma's own uncertainty (few pooled repeats) is
@@ -28,6 +31,7 @@ about ``min_effect`` (fractions, e.g. 0.01, 0.95, 0.03):
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 
@@ -65,15 +69,41 @@ def pooled_noise(runs):
     return (math.sqrt(ss / dof), dof) if dof else (None, 0)
 
 
+def t_cdf(t, dof):
+    """Student's t distribution function for a whole number of degrees of freedom (the closed forms
+    of Abramowitz & Stegun 26.7.3 and 26.7.4)."""
+    theta = math.atan(abs(t) / math.sqrt(dof))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if dof % 2:
+        term, acc = math.cos(theta), 0.0
+        for k in range(1, (dof - 1) // 2 + 1):
+            acc += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        inside = 2 / math.pi * (theta + s * acc) if dof > 1 else 2 * theta / math.pi
+    else:
+        term, acc = 1.0, 0.0
+        for k in range(1, dof // 2 + 1):
+            acc += term
+            term *= c2 * (2 * k - 1) / (2 * k)
+        inside = s * acc
+    return 0.5 + math.copysign(inside / 2, t)
+
+
+@functools.lru_cache(maxsize=256)
 def t_quantile(p, dof):
-    """Student's t quantile (Abramowitz & Stegun 26.7.5 expansion around the normal quantile;
-    within 1 % of the exact value from 3 degrees of freedom, the normal's at infinity)."""
+    """Student's t quantile: t_cdf inverted by bisection (the normal quantile past 1,000 degrees of
+    freedom, or without any)."""
     z = NormalDist().inv_cdf(p)
-    if not dof or dof == math.inf:
+    if not dof or dof == math.inf or dof > 1000:
         return z
-    v = float(dof)
-    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3))
+    lo, hi = -1e4, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, int(dof)) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def compare(current, reference, sigma=None, dof=0, *, alpha=0.01, power=0.95, min_effect=0.03,
@@ -100,6 +130,35 @@ def compare(current, reference, sigma=None, dof=0, *, alpha=0.01, power=0.95, mi
                             f"against -{point_tolerance * 100:.0f} %, not a test; {verdict})")}
     d = _mean(cur) - _mean(ref)
     se = sigma * math.sqrt(1 / n + 1 / m)
+    return {**base, **_judge(d, se, dof, alpha, power, min_effect, max_detectable,
+                             f"{n} vs {m} repeats, within-run noise {sigma * 100:.1f} % per repeat over {dof} dof")}
+
+
+def compare_runs(current, reference_runs, sigma, dof, *, alpha=0.01, power=0.95, min_effect=0.03,
+                 max_detectable=None):
+    """The verdict on this run's figure ``current`` (e.g. its median decode tok/s) against the figures
+    of ``reference_runs`` (earlier passing runs: the history window, or the last known good's one run),
+    with ``sigma``/``dof`` the host's run-to-run noise of that figure (pooled_noise over runs of the
+    same release and flags). Run to run is the noise that matters: a run's repeats share its load,
+    clocks and cache state, so their spread understates how far two runs of one release fall apart.
+    Same verdicts and dict as compare(); ``n`` is 1, ``m`` the number of reference runs."""
+    refs = _logs(list(reference_runs))
+    (cur,) = _logs([current])
+    if not refs or not sigma or dof < 1:
+        raise ValueError("compare_runs needs reference runs and a run-to-run noise estimate")
+    k = len(refs)
+    d = cur - _mean(refs)
+    se = sigma * math.sqrt(1 + 1 / k)
+    return {"n": 1, "m": k, "effect": math.exp(d) - 1, "sigma": sigma, "dof": dof,
+            **_judge(d, se, dof, alpha, power, min_effect, max_detectable,
+                     f"this run vs {k} reference run{'s' if k != 1 else ''}, run-to-run noise "
+                     f"{sigma * 100:.1f} % over {dof} dof")}
+
+
+def _judge(d, se, dof, alpha, power, min_effect, max_detectable, basis):
+    """Verdict, interval, detectable loss and message for a log-scale difference ``d`` with standard
+    error ``se`` (see the module's docstring)."""
+    effect = math.exp(d) - 1
     t_alpha, t_power = t_quantile(1 - alpha, dof), t_quantile(power, dof)
     lo, hi = math.exp(d - t_alpha * se) - 1, math.exp(d + t_alpha * se) - 1
     detectable = 1 - math.exp(-(t_alpha + t_power) * se)
@@ -111,8 +170,6 @@ def compare(current, reference, sigma=None, dof=0, *, alpha=0.01, power=0.95, mi
         verdict = "inconclusive"
     else:
         verdict = "pass"
-    message = (f"{effect * 100:+.1f} % [{lo * 100:+.1f}, {hi * 100:+.1f}] ({n} vs {m} repeats, "
-               f"noise {sigma * 100:.1f} % per repeat over {dof} dof; detects a loss of "
+    message = (f"{effect * 100:+.1f} % [{lo * 100:+.1f}, {hi * 100:+.1f}] ({basis}; detects a loss of "
                f"{detectable * 100:.1f} % or more, cares from {min_effect * 100:.1f} %): {verdict}")
-    return {**base, "verdict": verdict, "interval": (lo, hi), "se": se, "detectable": detectable,
-            "message": message}
+    return {"verdict": verdict, "interval": (lo, hi), "se": se, "detectable": detectable, "message": message}
