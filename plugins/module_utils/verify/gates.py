@@ -508,7 +508,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
 
     if stats:
         for gate in gates:
-            decode_row = next((r for r in gate.get("metrics") or [] if r["metric"] == DECODE and "comparison" in r), None)
+            decode_row = next((r for r in gate.get("metrics") or []
+                               if r["metric"] == DECODE and r.get("noise_basis") in ("runs", "repeats")), None)
             if stats["mode"] == "fixed" and decode_row:
                 gate["message"] += (f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream "
                                     f"decode {decode_row['comparison']}")

@@ -97,7 +97,7 @@ def t_quantile(p, dof):
     if not dof or dof == math.inf or dof > 1000:
         return z
     lo, hi = -1e4, 1e4
-    for _ in range(200):
+    for _step in range(200):
         mid = (lo + hi) / 2
         if t_cdf(mid, int(dof)) < p:
             lo = mid
