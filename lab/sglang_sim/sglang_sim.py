@@ -48,6 +48,7 @@ import json
 import math
 import os
 import pathlib
+import random
 import signal
 import sys
 import threading
@@ -59,7 +60,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_CONFIG = "/etc/sglang-sim/config.json"
 FAULT_KNOBS = ("never_healthy", "slow_start_s", "degrade_factor", "disable_optimization", "crash_after_requests",
-               "rendezvous_timeout_s")
+               "rendezvous_timeout_s", "noise_cv", "noise_seed")
 
 BW_EFFICIENCY = 0.85
 SIM_EFFICIENCY = 0.47
@@ -269,6 +270,12 @@ def load_sim_config() -> dict:
             cfg[knob] = json.loads(value)
         except ValueError:
             cfg[knob] = value
+    cv, seed = cfg.get("noise_cv", 0), cfg.get("noise_seed", 0)
+    if isinstance(cv, bool) or not isinstance(cv, (int, float)) or not 0 <= cv < 1:
+        raise SimError(f"sglang-sim: noise_cv is {cv!r}: it must be a number in [0, 1) (the coefficient of "
+                       "variation of a request's decode speed; 0 = exact pacing)")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SimError(f"sglang-sim: noise_seed is {seed!r}: it must be a whole number")
     return cfg
 
 
@@ -575,6 +582,10 @@ class Engine:
                               / (1 + DRAFT_STEP_COST * self.steps)
                               * float(cfg.get("degrade_factor", 1.0) or 1.0))
         self.capacity = int(r.get("max_total_tokens") or DEFAULT_TOKEN_CAPACITY)
+        # noise_cv: each client request decodes at this speed times exp(N(0, noise_cv)), drawn in request
+        # order from a generator seeded with noise_seed (0 by default: the lab's tests stay exact).
+        self.noise_cv = float(cfg.get("noise_cv", 0) or 0)
+        self.noise = random.Random(int(cfg.get("noise_seed", 0) or 0))
 
     def context_len(self) -> int:
         """The context length the server serves: --context-length, else the model's."""
@@ -594,6 +605,7 @@ class Engine:
         t0 = time.monotonic()
         with self.lock:
             self.running[rid] = prompt_tokens
+            speed = math.exp(self.noise.gauss(0.0, self.noise_cv)) if self.noise_cv and count else 1.0
         try:
             first = t0 + (1 + prompt_tokens / PREFILL_TOKENS_PER_PASS) / self.passes_per_s
             due, prev = first, None
@@ -614,7 +626,7 @@ class Engine:
                             self.itl.observe(now - prev)
                         self.last_gen_throughput = batch * self.rate(batch)
                 prev = now
-                due += 1.0 / self.rate(batch)
+                due += 1.0 / (self.rate(batch) * speed)
         finally:
             with self.lock:
                 self.running.pop(rid, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -501,6 +502,31 @@ def test_degrade_factor(sim):
     rate = decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": 60,
                                                     "stream": True}))
     assert 25 <= rate <= 28.5, rate
+
+
+def request_rates(s, n, tokens=24):
+    s.wait_healthy()
+    return [decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": tokens, "stream": True}))
+            for _ in range(n)]
+
+
+def test_noise_cv_spreads_each_requests_speed_the_same_way_for_a_seed(sim):
+    """noise_cv 0.15: each request's decode speed is the model's times exp(N(0, 0.15)), drawn in request
+    order from noise_seed, so two simulators with one seed pace the same sequence."""
+    first = request_rates(sim("0.5.11", CT129_ARGV, config={"noise_cv": 0.15, "noise_seed": 7}), 6)
+    again = request_rates(sim("0.5.11", CT129_ARGV, config={"noise_cv": 0.15, "noise_seed": 7}), 6)
+    logs = [math.log(r) for r in first]
+    mean = sum(logs) / len(logs)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    assert 0.05 < spread < 0.35, first
+    assert [round(a / b, 1) for a, b in zip(first, again)] == [1.0] * 6, (first, again)
+
+
+@pytest.mark.parametrize(("value", "error"), [(1.0, "noise_cv is 1.0: it must be a number in [0, 1)"),
+                                              (-0.1, "noise_cv is -0.1"), ("high", "noise_cv is 'high'")])
+def test_a_noise_knob_outside_0_1_exits_1_naming_it(sim, value, error):
+    rc, err = run_to_exit(sim("0.5.11", CT129_ARGV, config={"noise_cv": value}))
+    assert rc == 1 and f"sglang-sim: {error}" in err, err
 
 
 def test_disable_speculative(sim):
