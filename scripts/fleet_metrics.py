@@ -40,6 +40,12 @@ HELP = {
     "verify_roofline_ratio": "Measured single-stream decode as a fraction of the roofline (0-1).",
     "verify_accept_length": "Speculative decoding accept length (tokens per step) in the host's latest verify.",
     "verify_output_tokens_per_second": "Output throughput at each concurrency level of the host's latest verify.",
+    "verify_gate_inconclusive": "1 if the gate's noise-aware verdict could not tell a loss from the host's noise, else 0.",
+    "verify_decode_change_ratio": "Single-stream decode against the gate's reference (history, last known good), "
+                                  "as a fraction (-0.05 = 5 % slower).",
+    "verify_decode_change_interval_ratio": "The change's interval at the gate's false-alarm rate (bound low, high).",
+    "verify_decode_detectable_loss_ratio": "The smallest single-stream decode loss the gate detects with its power, "
+                                           "given the host's noise.",
     "audit_ok": "1 if the host's latest audit met every expectation, else 0.",
     "audit_findings": "Optimisations in the host's latest audit, by status.",
     "compat_status": "The host's compatibility verdict for the release it checked: 1 for the verdict's status, 0 for the others.",
@@ -51,6 +57,20 @@ HELP = {
     "run_duration_seconds": "Wall time of the scheduled playbook run.",
     "run_hosts": "Hosts of the scheduled playbook run, by outcome.",
 }
+
+
+def noise_aware(m, labels, gate):
+    """A gate's noise-aware verdict on single-stream decode (sglang_verify's noise_verdict row): its
+    change, interval and detectable loss as fractions; no series for a point comparison."""
+    row = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"
+                and r.get("noise_basis") in ("runs", "repeats")), None)
+    if not row:
+        return
+    m.add("verify_gate_inconclusive", labels, row.get("noise_verdict") == "inconclusive")
+    m.add("verify_decode_change_ratio", labels, round(row["effect_pct"] / 100, 4))
+    for bound, value in zip(("low", "high"), row.get("interval_pct") or ()):
+        m.add("verify_decode_change_interval_ratio", {**labels, "bound": bound}, round(value / 100, 4))
+    m.add("verify_decode_detectable_loss_ratio", labels, round(row["detectable_pct"] / 100, 4))
 
 
 def escape_label(value) -> str:
@@ -112,6 +132,7 @@ def add_host(m: Metrics, folder) -> bool:
         for gate in verify.get("gates") or []:
             if gate.get("status") in ("pass", "fail"):
                 m.add("verify_gate_passed", {**h, "gate": gate.get("gate")}, gate["status"] == "pass")
+            noise_aware(m, {**h, "gate": gate.get("gate")}, gate)
     passed = [r for r in fleet_reports.verify_history(folder) if r.get("passed")]
     if passed:
         m.add("verify_last_pass_timestamp_seconds", h, fleet_reports.stamp_seconds(passed[-1].get("generated_at")))

@@ -26,8 +26,8 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations 
 NOT_ON = (AUTO_DISABLED, UNAVAILABLE)   # statuses the "left on the table" column lists
 # A CPU host's cells (`device: cpu`): its GPUs, and the GPU roofline, which is not applicable there.
 CPU_HOST, CPU_NA = "none (CPU host)", "n/a (CPU host)"
-COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "roofline tok/s",
-           "of roofline", "left on the table", "upgrade preview"]
+COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "vs history",
+           "roofline tok/s", "of roofline", "left on the table", "upgrade preview"]
 
 
 def host_row(folder):
@@ -68,6 +68,7 @@ def host_row(folder):
             row["roofline tok/s"] = row["of roofline"] = CPU_NA
         row["verify"] = "PASS" if verify.get("passed") else "FAIL"
         row["ok"] &= bool(verify.get("passed"))
+        row["vs history"] = vs_history(verify)
     if drift:
         n = drift.get("differences", 0)
         row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
@@ -75,6 +76,20 @@ def host_row(folder):
     if "router" in ((verify or {}).get("role"), (drift or {}).get("role")):
         router_columns(row, verify, drift)
     return row if (audit or verify or drift or release or compat or upgrade) else None
+
+
+def vs_history(verify):
+    """Single-stream decode against the host's history, as the noise-aware verdict puts it: the change, its
+    interval, the smallest loss this host can detect and the verdict (sglang_verify's noise_verdict row)."""
+    gate = next((g for g in verify.get("gates") or [] if g.get("gate") == "history"), {})
+    row = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), None)
+    if not row:
+        return "no history yet" if gate.get("status") == "skip" else "?"
+    if row.get("noise_basis") not in ("runs", "repeats"):
+        return f"{row['change_pct']:+.1f} % (point)"
+    lo, hi = row["interval_pct"]
+    return (f"{row['effect_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}], detects {row['detectable_pct']:.1f} %: "
+            f"{row['noise_verdict']}")
 
 
 def router_columns(row, verify, drift):

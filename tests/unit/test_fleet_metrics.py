@@ -216,8 +216,8 @@ def test_fleet_report_reads_the_same_reports(tmp_path):
                           text=True, check=False)
     assert proc.returncode == 1, proc.stderr  # drifted and blocked
     rows = {line.split(" | ")[0].lstrip("| "): line for line in proc.stdout.splitlines()[2:]}
-    assert rows["blocked-compat"] == "| blocked-compat | - | - | - | 5 ok, 1 unknown, 1 blocked (0.5.11) | - | - | - | - | - | - | - | - |"
-    assert " | 1 difference | " in rows["drifted"] and " | PASS | in sync | 58.5 | 122 | 48 % | nothing |" in rows["in-sync"]
+    assert rows["blocked-compat"] == "| blocked-compat | - | - | - | 5 ok, 1 unknown, 1 blocked (0.5.11) | - | - | - | - | - | - | - | - | - |"
+    assert " | 1 difference | " in rows["drifted"] and " | PASS | in sync | 58.5 | -0.1 % (point) | 122 | 48 % | nothing |" in rows["in-sync"]
 
 
 def test_the_dashboard_queries_only_metrics_the_exporter_writes():
@@ -304,3 +304,39 @@ def test_node_exporter_reports_a_broken_textfile(node_exporter):
               if s.name == "node_textfile_scrape_error"]
     assert errors == [1]
     assert "sglang_fleet_" not in text
+
+
+def test_the_noise_aware_verdict_is_in_the_metrics_and_the_fleet_table(tmp_path):
+    """A verify report written by sglang_verify's gates (gate_mode noise) on a host whose runs move ~3.6 %
+    from run to run: a -4 % run is inconclusive, with its interval and the loss this host can detect."""
+    from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
+    from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate, fingerprint
+
+    args = {"model_path": "/models/m", "tp_size": 1}
+    shape = {"api": "completions", "input_len": 128, "output_len": 64}
+    fp = fingerprint("0.5.23", args)["id"]
+
+    def bench(repeats):
+        return [{"concurrency": 1, "decode_tok_s_per_stream": {"p50": sorted(repeats)[len(repeats) // 2]},
+                 "output_throughput": 1.0, "completed": 3, "failed": 0, **shape,
+                 "runs": [{"decode_tok_s_per_stream": {"p50": x}, "output_throughput": 1.0} for x in repeats]}]
+
+    history = [{"generated_at": f"20261203T0{i}0000Z", "fingerprint": fp, "workload": "completions in=128 out=64 c=1",
+                "passed": True, "metrics": {"decode_tok_s@1": m}, "samples": {"decode_tok_s@1": [m - 0.1, m, m + 0.1]}}
+               for i, m in enumerate((53.5, 51.6, 55.4))]
+    thresholds = {"history_window": 5, "regression_tolerance_pct": 10, "gate_mode": "noise", "min_effect_pct": 3}
+    result = evaluate(bench([51.2, 51.3, 51.4]), thresholds, history,
+                      declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 1}), 0, "0.5.23", args, "h", "now")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "verify-latest.json").write_text(json.dumps(result["report"]))
+    text, count = fleet_metrics.fleet_metrics(tmp_path)
+    m = series(parse(text), "h")
+    assert (m["verify_passed"], m["verify_gate_inconclusive{gate=history}"]) == (1, 1)
+    assert "verify_gate_passed{gate=history}" not in m   # neither passed nor failed
+    assert m["verify_decode_change_ratio{gate=history}"] == pytest.approx(-0.041, abs=0.001)
+    low, high = m["verify_decode_change_interval_ratio{bound=low,gate=history}"], \
+        m["verify_decode_change_interval_ratio{bound=high,gate=history}"]
+    assert low < m["verify_decode_change_ratio{gate=history}"] < high
+    assert m["verify_decode_detectable_loss_ratio{gate=history}"] > 0.2   # 3 runs (2 dof) say little
+    cell = load_script("fleet_report").vs_history(result["report"])
+    assert cell.startswith("-4.1 % [") and cell.endswith(": inconclusive") and ", detects " in cell, cell
