@@ -10,13 +10,18 @@ often the noise-aware one says inconclusive (which never rolls a host back).
 Sources of runs:
 - `synthetic`: repeats drawn as exp(N(0, --cv)) around a level that itself moves exp(N(0, --run-cv))
   from run to run (0: the repeats are independent, the README table's first rows);
+- `sim`: the lab's simulator (lab/sglang_sim) as ct129 (0.5.11, NEXTN 3 steps, ~54 tok/s) with its
+  `noise_cv` knob at `--cv` (each request's speed spread, seeded): `--runs` runs of `--repeats`
+  repeats, recorded as for `llama`; the simulator paces tokens itself, so this checks the knob
+  and the gates end to end rather than a machine's noise;
 - `llama`: llama-server (tests/real_engine, built and cached) on this machine, `--runs` runs of
   `--repeats` repeats of the bench client at concurrency 1 (decode tok/s per repeat); `--save` keeps
   them, `--samples FILE` evaluates a saved set without a server. Decisions then resample the
   recorded runs (history and current drawn without replacement).
 
     .venv/bin/python bench/noise_gates.py synthetic --cv 0.02 --repeats 5 --earlier 15
-    .venv/bin/python bench/noise_gates.py llama --runs 14 --repeats 3 --save /tmp/llama-runs.json
+    .venv/bin/python bench/noise_gates.py sim --cv 0.02 --runs 26 --repeats 5 --earlier 15
+    .venv/bin/python bench/noise_gates.py llama --runs 16 --repeats 5 --requests 10 --earlier 10
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".collections"))
@@ -99,29 +105,50 @@ def decide(draw, losses, trials: int, window: int, tolerance: float) -> list[dic
     return rows
 
 
-def record_llama(runs: int, repeats: int) -> list[list[float]]:
+def measure_runs(url: str, model: str, runs: int, repeats: int, requests: int) -> list[list[float]]:
+    """`runs` bench_client runs at concurrency 1 of `repeats` repeats of `requests` requests: decode tok/s
+    per repeat."""
     import bench_client
+
+    out = []
+    for i in range(runs):
+        res = bench_client.run_benchmark(url, "completions", model, SHAPE["input_len"], SHAPE["output_len"], 1,
+                                         requests, warmup=1, repeats=repeats, timeout_s=300,
+                                         spec_accept_length=False, ignore_eos=True)
+        out.append([r["decode_tok_s_per_stream"]["p50"] for r in res["runs"]])
+        print(f"run {i + 1}: " + ", ".join(f"{x:.1f}" for x in out[-1]), flush=True)
+    return out
+
+
+def record_sim(runs: int, repeats: int, requests: int, cv: float) -> list[list[float]]:
+    sys.path.insert(0, str(REPO / "tests" / "sim"))
+    from test_sim import CT129_ARGV, Sim
+
+    with tempfile.TemporaryDirectory(prefix="noise-gates-sim-") as tmp:
+        sim = Sim(pathlib.Path(tmp), "0.5.11", CT129_ARGV, config={"noise_cv": cv, "noise_seed": 27})
+        threading.Thread(target=sim.proc.stderr.read, daemon=True).start()   # its access log
+        try:
+            sim.wait_healthy()
+            return measure_runs(sim.url, None, runs, repeats, requests)
+        finally:
+            sim.proc.terminate()
+            sim.proc.wait(10)
+
+
+def record_llama(runs: int, repeats: int, requests: int) -> list[list[float]]:
     from conftest import ALIAS, LlamaServer
     from make_tiny_model import make_tiny_model as write_tiny_gguf
 
     binary = subprocess.run(["bash", str(REPO / "tests" / "real_engine" / "build_llama_server.sh")], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    out = []
     with tempfile.TemporaryDirectory(prefix="noise-gates-") as tmp:
         write_tiny_gguf(pathlib.Path(tmp))
         server = LlamaServer(binary, pathlib.Path(tmp))
         server.start()
         try:
-            for i in range(runs):
-                res = bench_client.run_benchmark(server.url, "completions", ALIAS, SHAPE["input_len"],
-                                                 SHAPE["output_len"], 1, repeats * 2, warmup=1, repeats=repeats,
-                                                 timeout_s=300, spec_accept_length=False, ignore_eos=True)
-                run = [r["decode_tok_s_per_stream"]["p50"] for r in res["runs"]]
-                out.append(run)
-                print(f"run {i + 1}: " + ", ".join(f"{x:.0f}" for x in run), flush=True)
+            return measure_runs(server.url, ALIAS, runs, repeats, requests)
         finally:
             server.stop()
-    return out
 
 
 def spread(runs: list[list[float]]) -> tuple[float, float]:
@@ -134,11 +161,12 @@ def spread(runs: list[list[float]]) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("source", choices=("synthetic", "llama"))
-    p.add_argument("--cv", type=float, default=0.02, help="synthetic: noise of one repeat")
+    p.add_argument("source", choices=("synthetic", "sim", "llama"))
+    p.add_argument("--cv", type=float, default=0.02, help="synthetic: noise of one repeat; sim: its noise_cv")
     p.add_argument("--run-cv", type=float, default=0.0, help="synthetic: how far whole runs move")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--runs", type=int, default=14, help="llama: runs to record")
+    p.add_argument("--runs", type=int, default=14, help="sim, llama: runs to record")
+    p.add_argument("--requests", type=int, default=2, help="sim, llama: requests per repeat (sglang_verify's default)")
     p.add_argument("--window", type=int, default=5, help="history runs (sglang_verify_history_window)")
     p.add_argument("--earlier", type=int, default=0, help="runs of an older release in the history (noise only)")
     p.add_argument("--tolerance", type=float, default=10.0, help="the fixed gate's %% (the role's default)")
@@ -157,11 +185,16 @@ def main() -> None:
             return [one_run() for _ in range(a.window)], one_run(), [one_run() for _ in range(a.earlier)]
         print(f"synthetic: {a.cv * 100:g} % per repeat, {a.run_cv * 100:g} % run to run, {a.repeats} repeats")
     else:
-        runs = json.loads(pathlib.Path(a.samples).read_text()) if a.samples else record_llama(a.runs, a.repeats)
+        if a.samples:
+            runs = json.loads(pathlib.Path(a.samples).read_text())
+        elif a.source == "sim":
+            runs = record_sim(a.runs, a.repeats, a.requests, a.cv)
+        else:
+            runs = record_llama(a.runs, a.repeats, a.requests)
         if a.save:
             pathlib.Path(a.save).write_text(json.dumps(runs))
         within, between = spread(runs)
-        print(f"llama-server: {len(runs)} runs of {len(runs[0])} repeats; spread of one repeat {within * 100:.1f} %, "
+        print(f"{a.source}: {len(runs)} runs of {len(runs[0])} repeats; spread of one repeat {within * 100:.1f} %, "
               f"of a run's median {between * 100:.1f} %")
 
         def draw():
