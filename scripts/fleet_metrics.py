@@ -32,7 +32,7 @@ HELP = {
     "drift_in_sync": "1 if the host's latest drift check found it as the inventory says, else 0.",
     "drift_items": "Differences between the host and the inventory found by its latest drift check.",
     "verify_passed": "1 if the host's latest verify passed every gate, else 0.",
-    "verify_gate_passed": "1 if the gate passed in the host's latest verify, 0 if it failed (skipped gates have no series).",
+    "verify_gate_passed": "1 if the gate passed in the host's latest verify, 0 if it failed (skipped or inconclusive gates have no series).",
     "verify_last_pass_timestamp_seconds": "Unix time of the host's latest verify that passed every gate (verify-history.jsonl).",
     "verify_decode_tokens_per_second": "Single-stream decode throughput measured by the host's latest verify.",
     "verify_decode_floor_tokens_per_second": "The host's single-stream decode floor (sglang_verify_min_decode_tok_s), when set.",
