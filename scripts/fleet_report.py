@@ -68,7 +68,8 @@ def host_row(folder):
             row["roofline tok/s"] = row["of roofline"] = CPU_NA
         row["verify"] = "PASS" if verify.get("passed") else "FAIL"
         row["ok"] &= bool(verify.get("passed"))
-        row["vs history"] = vs_history(verify)
+        if vs_history(verify):   # a router's verify has no history gate
+            row["vs history"] = vs_history(verify)
     if drift:
         n = drift.get("differences", 0)
         row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
@@ -81,7 +82,9 @@ def host_row(folder):
 def vs_history(verify):
     """Single-stream decode against the host's history, as the noise-aware verdict puts it: the change, its
     interval, the smallest loss this host can detect and the verdict (sglang_verify's noise_verdict row)."""
-    gate = next((g for g in verify.get("gates") or [] if g.get("gate") == "history"), {})
+    gate = next((g for g in verify.get("gates") or [] if g.get("gate") == "history"), None)
+    if gate is None:
+        return None
     row = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), None)
     if not row:
         return "no history yet" if gate.get("status") == "skip" else "?"
