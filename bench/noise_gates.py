@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "plugins" / "module_utils" / "verify"))
 sys.path.insert(0, str(REPO / "tests" / "real_engine"))
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate, fingerprint  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.noise import pooled_noise  # noqa: E402
 
 ARGS = {"model_path": "/models/bench", "tp_size": 1}
 GPU = declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 1})
@@ -153,10 +154,7 @@ def record_llama(runs: int, repeats: int, requests: int) -> list[list[float]]:
 
 def spread(runs: list[list[float]]) -> tuple[float, float]:
     """(CV of one repeat around its run's mean, CV of the runs' medians), on the log scale."""
-    within = [math.log(x) - statistics.mean(map(math.log, r)) for r in runs for x in r]
-    dof = sum(len(r) - 1 for r in runs)
-    medians = [math.log(statistics.median(r)) for r in runs]
-    return math.sqrt(sum(d * d for d in within) / dof), statistics.stdev(medians)
+    return pooled_noise(runs)[0], pooled_noise([[statistics.median(r) for r in runs]])[0]
 
 
 def main() -> None:

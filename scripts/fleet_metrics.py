@@ -20,6 +20,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
 from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import STATUSES  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import decode_noise_row  # noqa: E402
 
 FILE_NAME = "sglang_fleet.prom"
 AUDIT_STATUSES = STATUSES  # the audited optimisations' statuses (plugins/module_utils/source/optimisations.py)
@@ -62,8 +63,7 @@ HELP = {
 def noise_aware(m, labels, gate):
     """A gate's noise-aware verdict on single-stream decode (sglang_verify's noise_verdict row): its
     change, interval and detectable loss as fractions; no series for a point comparison."""
-    row = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"
-                and r.get("noise_basis") in ("runs", "repeats")), None)
+    row = decode_noise_row(gate)
     if not row:
         return
     m.add("verify_gate_inconclusive", labels, row.get("noise_verdict") == "inconclusive")

@@ -22,6 +22,7 @@ sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import AUTO_DISABLED, UNAVAILABLE  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import decode_noise_row  # noqa: E402
 
 NOT_ON = (AUTO_DISABLED, UNAVAILABLE)   # statuses the "left on the table" column lists
 # A CPU host's cells (`device: cpu`): its GPUs, and the GPU roofline, which is not applicable there.
@@ -68,8 +69,9 @@ def host_row(folder):
             row["roofline tok/s"] = row["of roofline"] = CPU_NA
         row["verify"] = "PASS" if verify.get("passed") else "FAIL"
         row["ok"] &= bool(verify.get("passed"))
-        if vs_history(verify):   # a router's verify has no history gate
-            row["vs history"] = vs_history(verify)
+        against_history = vs_history(verify)
+        if against_history:   # a router's verify has no history gate
+            row["vs history"] = against_history
     if drift:
         n = drift.get("differences", 0)
         row["drift"] = "in sync" if drift.get("in_sync") else f"{n} difference{'s' if n != 1 else ''}"
@@ -85,11 +87,12 @@ def vs_history(verify):
     gate = next((g for g in verify.get("gates") or [] if g.get("gate") == "history"), None)
     if gate is None:
         return None
-    row = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), None)
+    row = decode_noise_row(gate)
     if not row:
+        point = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), None)
+        if point:
+            return f"{point['change_pct']:+.1f} % (point)"
         return "no history yet" if gate.get("status") == "skip" else "?"
-    if row.get("noise_basis") not in ("runs", "repeats"):
-        return f"{row['change_pct']:+.1f} % (point)"
     lo, hi = row["interval_pct"]
     return (f"{row['effect_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}], detects {row['detectable_pct']:.1f} %: "
             f"{row['noise_verdict']}")

@@ -290,11 +290,16 @@ def noise_verdict(name, value, stats, tol):
     if not (cur and ref):
         return None
     sigma, dof = stats["noise"]["within"].get(name, (None, 0))
-    res = noise.compare(cur, ref, sigma, dof, point_tolerance=tol / 100.0, **opts)
-    if res["verdict"] != "point":
-        res["message"] = res["message"].replace(
-            "within-run noise", f"run-to-run noise not learned yet ({run_dof} dof), within-run noise")
+    res = noise.compare(cur, ref, sigma, dof, point_tolerance=tol / 100.0,
+                        noise_name=f"run-to-run noise not learned yet ({run_dof} dof), within-run noise", **opts)
     return {**res, "basis": "point" if res["verdict"] == "point" else "repeats"}
+
+
+def decode_noise_row(gate):
+    """A gate's single-stream decode row when the noise-aware comparison tested it (basis `runs` or
+    `repeats`, not a point comparison), else None: what the reports, the fleet table and the metrics show."""
+    return next((r for r in gate.get("metrics") or []
+                 if r.get("metric") == DECODE and r.get("noise_basis") in ("runs", "repeats")), None)
 
 
 def _show(value):
@@ -506,11 +511,10 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     gates.append(last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression,
                                 _roof_text(roof, decode), stats))
 
-    if stats:
+    if stats and stats["mode"] == "fixed":
         for gate in gates:
-            decode_row = next((r for r in gate.get("metrics") or []
-                               if r["metric"] == DECODE and r.get("noise_basis") in ("runs", "repeats")), None)
-            if stats["mode"] == "fixed" and decode_row:
+            decode_row = decode_noise_row(gate)
+            if decode_row:
                 gate["message"] += (f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream "
                                     f"decode {decode_row['comparison']}")
     failing = ("fail", "inconclusive") if stats and stats["inconclusive"] == "fail" else ("fail",)

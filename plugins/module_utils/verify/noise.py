@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
-from statistics import NormalDist
+from statistics import NormalDist, fmean, median
 
 MIN_REPEATS = 3
 
@@ -45,16 +45,6 @@ def _logs(values):
     return out
 
 
-def _mean(xs):
-    return sum(xs) / len(xs)
-
-
-def _median(values):
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
 def pooled_noise(runs):
     """(sigma, degrees of freedom) of one repeat on the log scale, pooled over ``runs`` (each a list
     of one run's repeats); runs with fewer than 2 repeats add nothing. (None, 0) without any."""
@@ -63,7 +53,7 @@ def pooled_noise(runs):
         if len(run) < 2:
             continue
         logs = _logs(run)
-        mu = _mean(logs)
+        mu = fmean(logs)
         ss += sum((x - mu) ** 2 for x in logs)
         dof += len(logs) - 1
     return (math.sqrt(ss / dof), dof) if dof else (None, 0)
@@ -107,11 +97,11 @@ def t_quantile(p, dof):
 
 
 def compare(current, reference, sigma=None, dof=0, *, alpha=0.01, power=0.95, min_effect=0.03,
-            max_detectable=None, point_tolerance=0.10):
+            max_detectable=None, point_tolerance=0.10, noise_name="within-run noise"):
     """The verdict on ``current`` repeats against ``reference`` repeats (see the module's docstring).
 
     ``sigma``/``dof``: the host's pooled noise (pooled_noise); without it, the two samples' own
-    spread is pooled. Returns a dict: verdict, effect, interval (lo, hi) at 1 - 2 alpha, se,
+    spread is pooled; ``noise_name`` names that noise in the message. Returns a dict: verdict, effect, interval (lo, hi) at 1 - 2 alpha, se,
     detectable, sigma, dof, n, m, and a one-line ``message`` (percentages)."""
     cur, ref = _logs(list(current)), _logs(list(reference))
     if not cur or not ref:
@@ -119,19 +109,19 @@ def compare(current, reference, sigma=None, dof=0, *, alpha=0.01, power=0.95, mi
     n, m = len(cur), len(ref)
     if sigma is None:
         sigma, dof = pooled_noise([list(current), list(reference)])
-    effect = math.exp(_mean(cur) - _mean(ref)) - 1
+    effect = math.exp(fmean(cur) - fmean(ref)) - 1
     base = {"n": n, "m": m, "effect": effect, "sigma": sigma, "dof": dof}
     if n < MIN_REPEATS or m < MIN_REPEATS or not sigma:
-        point = _median(current) / _median(reference) - 1
+        point = median(current) / median(reference) - 1
         verdict = "fail" if point < -point_tolerance else "pass"
         return {**base, "verdict": "point", "point_verdict": verdict, "effect": point, "interval": None,
                 "se": None, "detectable": None,
                 "message": (f"{point * 100:+.1f} % ({n} vs {m} repeats: a point comparison of the medians "
                             f"against -{point_tolerance * 100:.0f} %, not a test; {verdict})")}
-    d = _mean(cur) - _mean(ref)
+    d = fmean(cur) - fmean(ref)
     se = sigma * math.sqrt(1 / n + 1 / m)
     return {**base, **_judge(d, se, dof, alpha, power, min_effect, max_detectable,
-                             f"{n} vs {m} repeats, within-run noise {sigma * 100:.1f} % per repeat over {dof} dof")}
+                             f"{n} vs {m} repeats, {noise_name} {sigma * 100:.1f} % per repeat over {dof} dof")}
 
 
 def compare_runs(current, reference_runs, sigma, dof, *, alpha=0.01, power=0.95, min_effect=0.03,
@@ -147,7 +137,7 @@ def compare_runs(current, reference_runs, sigma, dof, *, alpha=0.01, power=0.95,
     if not refs or not sigma or dof < 1:
         raise ValueError("compare_runs needs reference runs and a run-to-run noise estimate")
     k = len(refs)
-    d = cur - _mean(refs)
+    d = cur - fmean(refs)
     se = sigma * math.sqrt(1 + 1 / k)
     return {"n": 1, "m": k, "effect": math.exp(d) - 1, "sigma": sigma, "dof": dof,
             **_judge(d, se, dof, alpha, power, min_effect, max_detectable,
