@@ -13,7 +13,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help demo test lint sanity unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
-        lab-test-real-router deploy lock clean
+        lab-test-real-replica deploy lock clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -104,8 +104,8 @@ unit: venv ## pytest: filters, modules, source reader on real wheels, bench clie
 lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
 	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0
 
-lab-test-real-router: venv lab-image ## The real module with its opt-in test: two real SGLang servers behind the real router, a rollout under load (~30 min more)
-	SGLANG_FLEET_REAL_ROUTER=1 $(BIN)/pytest -m lab -v --durations=0 tests/lab/test_real_sglang_lab.py
+lab-test-real-replica: venv lab-image ## The real module with two real SGLang servers behind the real router (make test: the second is a simulator host)
+	SGLANG_FLEET_REAL_REPLICA=1 $(BIN)/pytest -m lab -v --durations=0 tests/lab/test_real_sglang_lab.py
 
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test

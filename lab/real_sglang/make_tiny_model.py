@@ -107,8 +107,9 @@ def safetensors_bytes(seed):
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
 
 
-def files(seed):
-    config = {
+def config():
+    """The model's config.json (a lab simulator host serving the same model declares it too)."""
+    return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE, "num_hidden_layers": LAYERS,
         "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM,
@@ -117,9 +118,12 @@ def files(seed):
         "tie_word_embeddings": False, "torch_dtype": "bfloat16", "initializer_range": 0.02,
         "bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID,
     }
+
+
+def files(seed):
     special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
     return {
-        "config.json": json.dumps(config, indent=2),
+        "config.json": json.dumps(config(), indent=2),
         "generation_config.json": json.dumps({"bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
                                               "pad_token_id": PAD_ID}, indent=2),
         "tokenizer.json": json.dumps(tokenizer_json(), ensure_ascii=False),

@@ -8,7 +8,7 @@ machine busier than CI's); a module not listed goes last. Re-measure with `--dur
 """
 
 MODULE_SECONDS = {
-    "test_real_sglang_lab.py": 1300,   # one cold full-profile install, three real starts (its router test is opt-in)
+    "test_real_sglang_lab.py": 1700,   # one cold full-profile install, four real starts, the router rollout (+190 s alone)
     "test_audit_lab.py": 1049,
     "test_bad_inputs_lab.py": 1035,
     "test_rollout_lab.py": 951,

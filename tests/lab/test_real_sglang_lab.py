@@ -8,11 +8,15 @@ the first deploy; the last test searches every byte the plays printed, the repor
 service's log for it. Needs podman and the lab image (make lab-image); the first deploy downloads
 the wheels once into the controller's cache when they are not there.
 
-The router test (opt-in: make lab-test-real-router) adds cpu2 (a second replica: cpu1's
-host_vars) and the real sglang-router in front of both (group tiny_llama, reached beyond loopback
-with the canary key), then rolls a flag change out to both under client load. Until then every
-play is limited to cpu1.
+The router test adds cpu2, a second replica of cpu1's model, and the real sglang-router in front
+of both (group tiny_llama, reached beyond loopback with the canary key), then rolls a flag change
+out to both under client load. cpu2 runs the simulator (a declared H200 serving the same tiny
+Llama): a real server's start costs 80-95 CPU-s, and `make test` has room for one more start, not a
+second full-profile install and three (bench/README.md). `make lab-test-real-replica`
+(SGLANG_FLEET_REAL_REPLICA=1) makes cpu2 a second real server (cpu1's host_vars). The plays before
+the router test are limited to cpu1.
 """
+import importlib.util
 import json
 import os
 import pathlib
@@ -29,7 +33,7 @@ from router_client import Load, RouterClient
 pytestmark = pytest.mark.lab
 
 HOST = "cpu1"
-REPLICA, ROUTER = "cpu2", "router"   # the router test's second real server, and its router
+REPLICA, ROUTER = "cpu2", "router"   # the router test's second replica, and its router
 SUBNET = "10.89.111."
 CANARY = f"canary-real-{secrets.token_hex(6)}"
 ARGS = {"model_path": "/models/tiny-llama", "device": "cpu", "attention_backend": "torch_native",
@@ -40,19 +44,43 @@ PROBE = REPO / "lab" / "real_sglang" / "probe.py"
 CAPTURE = REPO / "tests" / "fixtures" / "real_sglang" / "0.5.23-cpu-probes.json"
 LOG = "/var/log/journal/sglang.service.log"   # the lab's journal (lab/README.md)
 ROUTER_LOG = "/var/log/journal/sglang-router.service.log"
-# The router test is opt-in (see it below): without it, cpu2 and the router host are not started.
-WITH_ROUTER = bool(os.environ.get("SGLANG_FLEET_REAL_ROUTER"))
+# cpu2 a second real server (cpu1's host_vars) instead of a simulator host: about 13 CPU-minutes more
+REAL_REPLICA = bool(os.environ.get("SGLANG_FLEET_REAL_REPLICA"))
+TINY_LLAMA_COMMON = {"host": "0.0.0.0", "port": 30000, "enable_metrics": True}   # the replicas' group_vars
+
+
+def tiny_llama_config():
+    """The config.json lab/prepare.yml writes for cpu1 (lab/real_sglang/make_tiny_model.py)."""
+    spec = importlib.util.spec_from_file_location("real_tiny_model", REPO / "lab" / "real_sglang" / "make_tiny_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.config()
+
+
+def simulated_replica():
+    """cpu2's host_vars as a simulator host (the lab group's entrypoint and light profile) serving
+    cpu1's model: the simulator needs a declared GPU, so a 1x H200 (h200x1b's declaration). Its
+    declared weight bytes are an 8B model's (h200x1's), so that it paces ~117 tok/s: at the tiny
+    model's own size it would pace ~200,000 tok/s, which this machine's CPU cannot hold under load
+    (a run measured 80,000 and failed its last-good gate)."""
+    return {"sglang_version": "0.5.23",
+            "sglang_hardware": {"gpu_model": "NVIDIA H200", "gpu_count": 1, "driver_version": "580.159.04"},
+            "sglang_args": {"model_path": ARGS["model_path"], "tp_size": 1},
+            "lab_model": {"weight_bytes": 16_400_000_000, "config": tiny_llama_config()}}
 
 
 def with_replica_and_router(data, inventory_dir):
-    """cpu2, a second replica of cpu1's model (its host_vars), and a router host in front of both
-    (group tiny_llama, served on 0.0.0.0: the canary key is on)."""
-    shutil.copy(inventory_dir / "host_vars" / f"{HOST}.yml", inventory_dir / "host_vars" / f"{REPLICA}.yml")
+    """cpu2, a second replica of cpu1's model, and a router host in front of both (group tiny_llama,
+    served on 0.0.0.0: the canary key is on)."""
+    replica_vars = inventory_dir / "host_vars" / f"{REPLICA}.yml"
+    if REAL_REPLICA:
+        shutil.copy(inventory_dir / "host_vars" / f"{HOST}.yml", replica_vars)
+    else:
+        replica_vars.write_text(yaml.safe_dump(simulated_replica()))
     servers = data["all"]["children"]["sglang_servers"]["children"]
     servers["sglang_lab"]["hosts"][REPLICA] = {"ansible_host": f"{SUBNET}16"}
     servers["tiny_llama"] = {"hosts": {HOST: None, REPLICA: None}}
-    (inventory_dir / "group_vars" / "tiny_llama.yml").write_text(yaml.safe_dump(
-        {"sglang_args_common": {"host": "0.0.0.0", "port": 30000, "enable_metrics": True}}))
+    (inventory_dir / "group_vars" / "tiny_llama.yml").write_text(yaml.safe_dump({"sglang_args_common": TINY_LLAMA_COMMON}))
     data["all"]["children"]["sglang_routers"] = {"children": {"sglang_lab_routers": {
         "hosts": {ROUTER: {"ansible_host": f"{SUBNET}20"}},
         "vars": {"lab_known_hosts": servers["sglang_lab"]["vars"]["lab_known_hosts"],
@@ -66,7 +94,7 @@ def real(tmp_path_factory):
     secret_vars = tmp / "secrets.json"
     secret_vars.write_text(json.dumps({"sglang_service_secrets": {"SGLANG_API_KEY": CANARY}}))
     with lab_fleet(tmp, "sglang-real", SUBNET, hosts=(HOST,), group_vars=LIGHT_VERIFY,
-                   extend=with_replica_and_router if WITH_ROUTER else None) as fleet:
+                   extend=with_replica_and_router) as fleet:
         fleet.outputs = {}
 
         def play(name, playbook, *args, limit=HOST, timeout=900):
@@ -75,7 +103,7 @@ def real(tmp_path_factory):
             return rc, out
 
         fleet.play_secret = play
-        rc, out = fleet.play("lab/prepare.yml", "-l", f"{HOST},{REPLICA}" if WITH_ROUTER else HOST)
+        rc, out = fleet.play("lab/prepare.yml", "-l", f"{HOST},{REPLICA}")
         assert rc == 0, out
         # cold: ~4.4 GB of wheels downloaded into the controller's cache first, and in `make test`
         # two cores shared with the other lab modules (the real server alone took ~6 min to start)
@@ -215,42 +243,40 @@ def test_the_real_server_still_answers_the_probes_as_captured(real):
 WORKERS = [f"http://{SUBNET}15:30000", f"http://{SUBNET}16:30000"]
 
 
-# A second full-profile install and four real starts: about 30 minutes of `.ci/run`'s lab phase on
-# its two cores (bench/README.md), so `make test` leaves it out until the suite has room for it;
-# `make lab-test-real-router` runs it.
-@pytest.mark.skipif(not WITH_ROUTER, reason="opt-in: make lab-test-real-router (SGLANG_FLEET_REAL_ROUTER=1)")
-def test_the_real_router_serves_through_a_rollout_of_both_real_servers_without_a_failed_request(real):
+def test_the_real_router_serves_through_a_rollout_of_the_real_server_without_a_failed_request(real):
     """The real sglang-router 0.3.2 (roles/sglang_router) in front of cpu1 and cpu2: it admits each
-    after its health check of the real server (with the key), and deploy.yml rolls a flag change out
-    one server at a time, taking each out of the router until its in-flight requests finish and
-    putting it back once the real server generates again, while clients stream through the router."""
+    after its health check (with the key), and deploy.yml rolls a flag change out one server at a
+    time, taking each out of the router until its in-flight requests finish and putting it back
+    once it generates again, while clients stream through the router. The real server restarts
+    with the new flag (a new main PID) and resolves it; cpu2 (the simulator, unless
+    SGLANG_FLEET_REAL_REPLICA) serves the clients meanwhile."""
     rc, out = real.play_secret("deploy-replica", "deploy.yml", limit=REPLICA, timeout=1800)
     assert rc == 0, out[-20000:]
     rc, out = real.play_secret("router", "router.yml", limit=ROUTER)
     assert rc == 0, out
     client = RouterClient(f"http://{SUBNET}20:8080", CANARY, timeout=120)
-    client.wait_for(lambda: client.answers(client.workers) == WORKERS, "the router lists both real servers healthy",
+    client.wait_for(lambda: client.answers(client.workers) == WORKERS, "the router lists both servers healthy",
                     timeout=180)
     assert all(client.generates_in_full(8) for _ in range(4))
-    # a flag change: each real server restarts with it (a new main PID), one at a time
+    # a flag change for the group (both replicas): each restarts with it, one at a time
     pids = {host: real.ssh(host, "systemctl show sglang -p MainPID") for host in (HOST, REPLICA)}
     rollout = {"sglang_router_host": ROUTER, "sglang_rollout_batches": [1],
-               "sglang_args": {**ARGS, "max_total_tokens": 6144}}
+               "sglang_args_common": {**TINY_LLAMA_COMMON, "max_running_requests": 8}}
     with Load(client, clients=2, tokens=16) as load:
         time.sleep(10)
         start = time.monotonic()
         rc, out = real.play_secret("rollout", "deploy.yml", "-e", json.dumps(rollout), limit="tiny_llama",
                                    timeout=1800)
         took = time.monotonic() - start
-    print(f"rollout of 2 real servers behind the real router: {took:.0f} s, {load.ok} requests ok, "
-          f"{load.failed} failed")
+    print(f"rollout of cpu1 (real) and cpu2 ({'real' if REAL_REPLICA else 'simulator'}) behind the real "
+          f"router: {took:.0f} s, {load.ok} requests ok, {load.failed} failed")
     assert rc == 0, out
     flat = unflow(out)
     for host, url in zip((HOST, REPLICA), WORKERS):
         assert recap(out, host)["changed"] > 0, out
         assert f"{host}: out of router router ({url}" in flat, out
         assert f"{host}: back in router router ({url}" in flat, out
-        assert api(real, "/server_info", host=host)["max_total_num_tokens"] == 6144
+        assert api(real, "/server_info", host=host)["max_running_requests"] == 8
         assert real.ssh(host, "systemctl show sglang -p MainPID") != pids[host]
     assert load.failed == 0 and load.ok >= 10, (load.ok, load.failed)
     assert client.workers() == WORKERS
