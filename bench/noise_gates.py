@@ -5,7 +5,10 @@ Each decision goes through the real gate code (plugins/module_utils/verify/gates
 gate_mode fixed and noise on the same inputs): the history is `--window` passing runs of one release
 (their medians and every repeat, as verify-history.jsonl holds them), the current run is one more
 run of the same server, scaled by (1 - loss). Printed per loss: how often each gate fails, and how
-often the noise-aware one says inconclusive (which never rolls a host back).
+often the noise-aware one says inconclusive (which never rolls a host back). With `--remeasure N`,
+an inconclusive noise-aware verdict measures the server again (one more run, scaled alike) up to N
+times, as roles/sglang_verify/tasks/remeasure.yml does; the table then says how many measurements a
+decision took on average (verify's time).
 
 Sources of runs:
 - `synthetic`: repeats drawn as exp(N(0, --cv)) around a level that itself moves exp(N(0, --run-cv))
@@ -20,6 +23,7 @@ Sources of runs:
   recorded runs (history and current drawn without replacement).
 
     .venv/bin/python bench/noise_gates.py synthetic --cv 0.02 --repeats 5 --earlier 15
+    .venv/bin/python bench/noise_gates.py synthetic --cv 0.02 --repeats 3 --earlier 15 --remeasure 1
     .venv/bin/python bench/noise_gates.py sim --cv 0.02 --runs 26 --repeats 5 --earlier 15
     .venv/bin/python bench/noise_gates.py llama --runs 16 --repeats 5 --requests 10 --earlier 10
 """
@@ -72,28 +76,40 @@ def history_of(runs: list[list[float]], earlier: list[list[float]] = ()) -> list
     return out
 
 
-def history_status(current: list[float], history: list[dict], mode: str, window: int, tolerance: float) -> tuple:
+def history_status(current: list[float], history: list[dict], mode: str, window: int, tolerance: float,
+                   measured=()) -> tuple:
+    """The history gate's (status, noise basis, detectable %, this measurement) for `current` after
+    this run's earlier `measured` measurements."""
     thresholds = {"min_decode_tok_s": 0, "min_accept_length": 0, "history_window": window,
                   "regression_tolerance_pct": tolerance, "gate_mode": mode, "min_effect_pct": 3,
                   "false_alarm_pct": 1, "power_pct": 95}
-    report = evaluate(bench_of(current), thresholds, history, GPU, 0, "0.5.23", ARGS, "bench", "20261203T235959Z")
+    report = evaluate(bench_of(current), thresholds, history, GPU, 0, "0.5.23", ARGS, "bench", "20261203T235959Z",
+                      earlier=list(measured))
     gate = next(g for g in report["report"]["gates"] if g["gate"] == "history")
     row = next(r for r in gate["metrics"] if r["metric"] == "decode_tok_s@1")
-    return gate["status"], row.get("noise_basis"), row.get("detectable_pct")
+    return gate["status"], row.get("noise_basis"), row.get("detectable_pct"), report["measurement"]
 
 
 def decide(draw, losses, trials: int, window: int, tolerance: float) -> list[dict]:
-    """`draw()` -> (history runs, current run, earlier runs): rates of each gate's verdict per loss."""
+    """`draw()` -> (history runs, current runs, earlier runs): rates of each gate's verdict per loss.
+    The fixed gate takes the first current run; the noise-aware one measures again (the next current
+    run) while it is inconclusive and runs are left."""
     rows = []
     for loss in losses:
         counts = {"fixed fail": 0, "noise fail": 0, "noise inconclusive": 0}
-        detectable, basis = [], set()
+        detectable, basis, measurements = [], set(), 0
         for _ in range(trials):
-            history_runs, current, earlier = draw()
-            current = [x * (1 - loss) for x in current]
+            history_runs, currents, earlier = draw()
+            currents = [[x * (1 - loss) for x in run] for run in currents]
             history = history_of(history_runs, earlier)
-            fixed, _, _ = history_status(current, history, "fixed", window, tolerance)
-            noisy, how, det = history_status(current, history, "noise", window, tolerance)
+            fixed = history_status(currents[0], history, "fixed", window, tolerance)[0]
+            measured = []
+            for current in currents:
+                noisy, how, det, record = history_status(current, history, "noise", window, tolerance, measured)
+                measured.append(record)
+                if noisy != "inconclusive":
+                    break
+            measurements += len(measured)
             counts["fixed fail"] += fixed == "fail"
             counts["noise fail"] += noisy == "fail"
             counts["noise inconclusive"] += noisy == "inconclusive"
@@ -102,7 +118,7 @@ def decide(draw, losses, trials: int, window: int, tolerance: float) -> list[dic
                 detectable.append(det)
         rows.append({"loss_pct": round(100 * loss), **{k: v / trials for k, v in counts.items()},
                      "detectable_pct": statistics.median(detectable) if detectable else None,
-                     "basis": ",".join(sorted(b for b in basis if b))})
+                     "measurements": measurements / trials, "basis": ",".join(sorted(b for b in basis if b))})
     return rows
 
 
@@ -171,6 +187,8 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--samples", help="llama: a saved set of runs instead of a server")
     p.add_argument("--save", help="llama: keep the recorded runs here")
+    p.add_argument("--remeasure", type=int, default=0, help="measure an inconclusive run again up to N times "
+                   "(sglang_verify_remeasure)")
     p.add_argument("--seed", type=int, default=27)
     a = p.parse_args()
     rng = random.Random(a.seed)
@@ -180,7 +198,8 @@ def main() -> None:
             return [level * math.exp(rng.gauss(0, a.cv)) for _ in range(a.repeats)]
 
         def draw():
-            return [one_run() for _ in range(a.window)], one_run(), [one_run() for _ in range(a.earlier)]
+            return ([one_run() for _ in range(a.window)], [one_run() for _ in range(1 + a.remeasure)],
+                    [one_run() for _ in range(a.earlier)])
         print(f"synthetic: {a.cv * 100:g} % per repeat, {a.run_cv * 100:g} % run to run, {a.repeats} repeats")
     else:
         if a.samples:
@@ -196,16 +215,18 @@ def main() -> None:
               f"of a run's median {between * 100:.1f} %")
 
         def draw():
-            picked = rng.sample(runs, a.window + 1 + a.earlier)
-            return picked[:a.window], picked[a.window], picked[a.window + 1:]
+            picked = rng.sample(runs, a.window + 1 + a.remeasure + a.earlier)
+            now = a.window + 1 + a.remeasure
+            return picked[:a.window], picked[a.window:now], picked[now:]
     print(f"history window {a.window} (+{a.earlier} runs of an older release), fixed tolerance {a.tolerance:g} %, noise-aware: min effect 3 %, "
-          f"false alarms 1 %, power 95 %; {a.trials} decisions per loss\n")
-    print("| loss | fixed: fails | noise-aware: fails | inconclusive | detectable (median) | noise from |")
-    print("|---|---|---|---|---|---|")
+          f"false alarms 1 %, power 95 %, measured again up to {a.remeasure} times when inconclusive; "
+          f"{a.trials} decisions per loss\n")
+    print("| loss | fixed: fails | noise-aware: fails | inconclusive | detectable (median) | measurements | noise from |")
+    print("|---|---|---|---|---|---|---|")
     for row in decide(draw, LOSSES, a.trials, a.window, a.tolerance):
         det = "n/a" if row["detectable_pct"] is None else f"{row['detectable_pct']:.1f} %"
         print(f"| {row['loss_pct']} % | {row['fixed fail'] * 100:.1f} % | {row['noise fail'] * 100:.1f} % | "
-              f"{row['noise inconclusive'] * 100:.1f} % | {det} | {row['basis']} |")
+              f"{row['noise inconclusive'] * 100:.1f} % | {det} | {row['measurements']:.2f} | {row['basis']} |")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,9 @@ options:
   last_good: {description: "The host's last known good release record (the C(last_good) that M(sglang.fleet.sglang_release) returns); {} =
       none.", type: dict, default: {}}
   accept_regression: {description: Report a drop below the last known good without failing (a new baseline)., type: bool, default: false}
+  earlier: {description: "This run's earlier measurements (each result's C(measurement)), when an inconclusive gate had the
+      server measured again: the run is judged on all of them (each measurement's figure, every repeat).", type: list,
+    elements: dict, default: []}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -70,6 +73,8 @@ lines: {description: "The line, then one message per gate.", type: list, returne
 failures: {description: Messages of the failed gates., type: list, returned: always}
 record: {description: The history record of this run (one JSON line)., type: dict, returned: always}
 report: {description: "The whole report (gates, levels, history baseline, roofline, thresholds).", type: dict, returned: always}
+measurement: {description: "This measurement's own metrics and samples (what O(earlier) takes for a next one).", type: dict,
+  returned: always}
 """
 
 import os
@@ -102,6 +107,7 @@ def main():
             "stamp": {"type": "str", "default": ""},
             "last_good": {"type": "dict", "default": {}},
             "accept_regression": {"type": "bool", "default": False},
+            "earlier": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
@@ -116,7 +122,7 @@ def main():
     try:
         out = evaluate(p["bench"], thresholds, history, p["gpu"], p["weight_bytes"] or None, p["version"],
                        p["args"], p["host"], p["stamp"], last_good=p["last_good"] or None,
-                       accept_regression=p["accept_regression"])
+                       accept_regression=p["accept_regression"], earlier=p["earlier"])
     except (VerifyError, ArgsError) as exc:
         module.fail_json(msg=f"sglang_verify: {exc}")
     module.exit_json(changed=False, **out)

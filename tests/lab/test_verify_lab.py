@@ -170,3 +170,30 @@ def test_speculative_silently_off_fails_the_accept_length_gate(lab):
         "(minimum 2.5; history median ")
     assert 18 < report["metrics"]["decode_tok_s@1"] < 26
     lab.faults("ct129", {})
+
+
+def test_an_inconclusive_gate_measures_the_server_again_a_bounded_number_of_times(lab):
+    """gate_mode noise with a minimum effect far below what h200x1's noise lets it see (0.01 %): the
+    history gate cannot tell, so verify measures the server again, twice at most, judges the run on
+    its three measurements, says it is still inconclusive, and keeps the release (the default policy);
+    with `inconclusive: fail` and no re-measure, one measurement fails the run and says how to narrow it."""
+    unsure = {"sglang_verify_gate_mode": "noise", "sglang_verify_min_effect_pct": 0.01}
+    proc = lab.playbook("verify.yml", limit="h200x1", extra_vars={**unsure, "sglang_verify_remeasure": 2})
+    assert proc.stdout.count("TASK [sglang_verify : Benchmark the server at concurrency 1, 4]") == 3, proc.stdout
+    report = lab.latest("h200x1")
+    history = next(g for g in report["gates"] if g["gate"] == "history")
+    assert (report["passed"], history["status"], report["measurements"]) == (True, "inconclusive", 3), history
+    assert "still inconclusive after 3 measurements of this run" in history["message"], history["message"]
+    assert report["line"].endswith("(3 measurements)")
+    record = lab.history("h200x1")[-1]
+    assert record["measurements"] == 3 and len(record["samples"]["decode_tok_s@1"]) == 9
+
+    proc = lab.playbook("verify.yml", limit="h200x1", check=False,
+                        extra_vars={**unsure, "sglang_verify_remeasure": 0, "sglang_verify_inconclusive": "fail"})
+    assert proc.returncode == 2
+    assert proc.stdout.count("TASK [sglang_verify : Benchmark the server at concurrency 1, 4]") == 1
+    report = lab.latest("h200x1")
+    assert report["passed"] is False and report["measurements"] == 1
+    assert report["failures"][0].startswith("history: cannot tell against the last 2 passing runs")
+    assert report["failures"][0].endswith("more repeats (sglang_verify_repeats) or measurements "
+                                          "(sglang_verify_remeasure) narrow it")

@@ -94,3 +94,13 @@ def test_run_to_run_an_unchanged_release_fails_at_most_one_percent_and_a_big_los
 
     assert verdicts(0.0).get("fail", 0) <= 0.01
     assert verdicts(0.15)["fail"] >= 0.95
+
+
+def test_measuring_the_current_run_again_narrows_the_run_to_run_comparison():
+    """Each measurement of this run is one more draw of the run-to-run noise: se = sigma * sqrt(1/n + 1/k)."""
+    once = compare_runs(96.0, [100.0, 101.0, 99.0], 0.02, 8)
+    thrice = compare_runs([96.0, 96.5, 95.5], [100.0, 101.0, 99.0], 0.02, 8)
+    assert once["se"] == pytest.approx(0.02 * math.sqrt(1 + 1 / 3))
+    assert thrice["se"] == pytest.approx(0.02 * math.sqrt(1 / 3 + 1 / 3))
+    assert (thrice["n"], thrice["m"]) == (3, 3) and thrice["detectable"] < once["detectable"]
+    assert "this run measured 3 times vs 3 reference runs" in thrice["message"]

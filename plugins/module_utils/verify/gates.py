@@ -146,6 +146,26 @@ def samples_of(lv):
     return out
 
 
+def combine_measurements(earlier, metrics, samples):
+    """This verify's measurements as one run, when an inconclusive gate measured the server again:
+    `earlier` its earlier measurements, each one's own figures (evaluate's `measurement`), `metrics`/
+    `samples` the latest's. Returns (metrics: the median of each metric over the measurements, samples: every
+    repeat of every measurement, figures: {metric: each measurement's figure}: what the run-to-run
+    comparison takes as this run)."""
+    figures = {name: [] for name in metrics}
+    merged = {}
+    for rec in [*earlier, {"metrics": metrics, "samples": samples}]:
+        if not (isinstance(rec, dict) and isinstance(rec.get("metrics"), dict)):
+            raise VerifyError(f"an earlier measurement of this run has no metrics: {rec!r}")
+        for name in figures:
+            value = rec["metrics"].get(name)
+            if _num(value) and value > 0:
+                figures[name].append(value)
+        for name, values in (rec.get("samples") or {}).items():
+            merged.setdefault(name, []).extend(v for v in values if _num(v) and v > 0)
+    return {name: round(median(vals), 2) if vals else metrics[name] for name, vals in figures.items()}, merged, figures
+
+
 def host_noise(history, shape):
     """The host's noise per metric, learned from its passing runs of this workload whatever their
     version or flags (a new release has no runs of its own yet):
@@ -285,7 +305,8 @@ def noise_verdict(name, value, stats, tol):
     run_sigma, run_dof = stats["noise"]["runs"].get(name, (None, 0))
     refs = stats.get("reference_runs", {}).get(name)
     if refs and run_sigma and run_dof >= 2:
-        return {**noise.compare_runs(value, refs, run_sigma, run_dof, **opts), "basis": "runs"}
+        current = stats.get("figures", {}).get(name) or value
+        return {**noise.compare_runs(current, refs, run_sigma, run_dof, **opts), "basis": "runs"}
     cur, ref = stats["samples"].get(name), stats.get("reference", {}).get(name)
     if not (cur and ref):
         return None
@@ -402,12 +423,14 @@ def noise_options(thresholds):
 
 
 def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host="", stamp="", last_good=None,
-             accept_regression=False):
+             accept_regression=False, earlier=None):
     """Gates and report for one verification run (see module doc).
 
     thresholds: min_decode_tok_s, min_accept_length, history_window, regression_tolerance_pct.
     last_good: the host's last known good release record (plugins/module_utils/release/records.py) or None.
-    Returns {"ok", "failures", "lines", "line", "record", "report"}; `record` goes to history.
+    earlier: this run's earlier measurements (each result's `measurement`: its own metrics and samples),
+    when an inconclusive gate had the server measured again (combine_measurements): the run is all of them.
+    Returns {"ok", "failures", "lines", "line", "record", "report", "measurement"}; `record` goes to history.
     """
     floor = float(thresholds.get("min_decode_tok_s") or 0)
     min_acc = float(thresholds.get("min_accept_length") or 0)
@@ -421,15 +444,17 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     tp = tp_size_of(args)
     algo = speculative_algorithm(args)
     lv = levels(bench)
-    metrics = metrics_of(lv)
+    metrics, samples = metrics_of(lv), samples_of(lv)
+    measurement = {"metrics": metrics, "samples": samples}   # this measurement's own, for a next one
+    measurements = 1 + len(earlier or [])
+    metrics, samples, figures = combine_measurements(earlier or [], metrics, samples)
     decode = metrics[DECODE]
     # An accept length of 0 (the /metrics gauge of a server that never verified a draft) is none.
     accept = next((row["accept_length"] for row in lv if _num(row["accept_length"]) and row["accept_length"] > 0),
                   None)
     shape = workload(lv)
     base = baseline(history, fp["id"], window, shape)
-    samples = samples_of(lv)
-    stats = stats_opts and {**stats_opts, "samples": samples, "noise": host_noise(history, shape)}
+    stats = stats_opts and {**stats_opts, "samples": samples, "figures": figures, "noise": host_noise(history, shape)}
     roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
     check_speed = CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED
     eff = None if "error" in roof else efficiency_pct(decode, roof)
@@ -517,6 +542,11 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             if decode_row:
                 gate["message"] += (f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream "
                                     f"decode {decode_row['comparison']}")
+    for gate in gates:
+        if gate["status"] == "inconclusive":
+            gate["message"] += (f"; still inconclusive after {measurements} measurements of this run" if measurements > 1
+                                else "") + ("; more repeats (sglang_verify_repeats) or measurements "
+                                            "(sglang_verify_remeasure) narrow it")
     failing = ("fail", "inconclusive") if stats and stats["inconclusive"] == "fail" else ("fail",)
     failures = [g["message"] for g in gates if g["status"] in failing]
     ok = not failures
@@ -533,10 +563,12 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             + (f", accept length {_fmt(accept, '', 2)}" + (f" (min {min_acc:g})" if min_acc > 0 else "")
                if algo else "")
             + (f"; {others}" if others else "")
-            + " [" + ", ".join(f"{g} {status[g]}" for g in GATES) + "]")
+            + " [" + ", ".join(f"{g} {status[g]}" for g in GATES) + "]"
+            + (f" ({measurements} measurements)" if measurements > 1 else ""))
     record = {
         "generated_at": stamp, "host": host, "version": fp["version"], "fingerprint": fp["id"], "workload": shape,
-        "passed": ok, "gates": status, "metrics": metrics, "samples": samples, "accept_length": accept,
+        "passed": ok, "gates": status, "metrics": metrics, "samples": samples, "measurements": measurements,
+        "accept_length": accept,
         "efficiency_pct": eff, "upper_bound_tok_s": roof.get("upper_bound_tok_s"),
     }
     report = {
@@ -545,13 +577,13 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
         "speculative_algorithm": algo,
         "thresholds": {"min_decode_tok_s": floor, "min_accept_length": min_acc, "history_window": window,
                        "regression_tolerance_pct": tol, **{k: thresholds.get(k) for k in NOISE_THRESHOLDS}},
-        "gates": gates, "levels": lv, "metrics": metrics, "accept_length": accept,
+        "gates": gates, "levels": lv, "metrics": metrics, "measurements": measurements, "accept_length": accept,
         "history": base, "last_good": gates[-1].get("release"), "roofline": roof, "efficiency_pct": eff, "tp_size": tp,
         "weight_bytes": weight_bytes,
         "gpu": {k: (gpu or {}).get(k) for k in ("source", "gpu_model", "gpu_count", "hbm_bandwidth_gbs")},
     }
     return {"ok": ok, "failures": failures, "line": line, "lines": [line] + [g["message"] for g in gates],
-            "record": record, "report": report}
+            "record": record, "report": report, "measurement": measurement}
 
 
 def read_history(text):

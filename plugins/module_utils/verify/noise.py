@@ -126,22 +126,24 @@ def compare(current, reference, sigma=None, dof=0, *, alpha=0.01, power=0.95, mi
 
 def compare_runs(current, reference_runs, sigma, dof, *, alpha=0.01, power=0.95, min_effect=0.03,
                  max_detectable=None):
-    """The verdict on this run's figure ``current`` (e.g. its median decode tok/s) against the figures
-    of ``reference_runs`` (earlier passing runs: the history window, or the last known good's one run),
+    """The verdict on this run's figure ``current`` (e.g. its median decode tok/s; a list when an
+    inconclusive run was measured again: each measurement's figure) against the figures of
+    ``reference_runs`` (earlier passing runs: the history window, or the last known good's one run),
     with ``sigma``/``dof`` the host's run-to-run noise of that figure (pooled_noise over runs of the
     same release and flags). Run to run is the noise that matters: a run's repeats share its load,
     clocks and cache state, so their spread understates how far two runs of one release fall apart.
-    Same verdicts and dict as compare(); ``n`` is 1, ``m`` the number of reference runs."""
+    Same verdicts and dict as compare(); ``n`` is the number of measurements, ``m`` of reference runs."""
     refs = _logs(list(reference_runs))
-    (cur,) = _logs([current])
-    if not refs or not sigma or dof < 1:
+    cur = _logs(list(current) if isinstance(current, (list, tuple)) else [current])
+    if not refs or not cur or not sigma or dof < 1:
         raise ValueError("compare_runs needs reference runs and a run-to-run noise estimate")
-    k = len(refs)
-    d = cur - fmean(refs)
-    se = sigma * math.sqrt(1 + 1 / k)
-    return {"n": 1, "m": k, "effect": math.exp(d) - 1, "sigma": sigma, "dof": dof,
+    n, k = len(cur), len(refs)
+    d = fmean(cur) - fmean(refs)
+    se = sigma * math.sqrt(1 / n + 1 / k)
+    this = "this run" if n == 1 else f"this run measured {n} times"
+    return {"n": n, "m": k, "effect": math.exp(d) - 1, "sigma": sigma, "dof": dof,
             **_judge(d, se, dof, alpha, power, min_effect, max_detectable,
-                     f"this run vs {k} reference run{'s' if k != 1 else ''}, run-to-run noise "
+                     f"{this} vs {k} reference run{'s' if k != 1 else ''}, run-to-run noise "
                      f"{sigma * 100:.1f} % over {dof} dof")}
 
 
