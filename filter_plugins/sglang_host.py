@@ -28,6 +28,8 @@ pair derives are added to them: no play rewrites an inventory variable with set_
     serves_api      false on the ranks of a multi-node server other than 0 (they serve health alone)
 """
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
 from ansible_collections.sglang.fleet.filter_plugins import sglang_pd as pd
 from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
@@ -83,6 +85,28 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
     }
 
 
+def sglang_host_variant(model, version, args):
+    """`model` (a single server's host model) with another SGLang `version` and `args` (the merged
+    arguments, as a release record keeps them): what regression.yml runs a step with. Its venv and
+    lock follow the version; a multi-node server or a PD side has derived flags no step may change,
+    so it is refused."""
+    if model.get("multinode") or model.get("pd"):
+        raise AnsibleFilterError(f"{model.get('name')}: regression.yml measures a server of one host; this one is "
+                                 "part of a multi-node server or a PD pair")
+    old = f"sglang-{model['version']}-"
+    lock_name = model["lock_file"].rsplit("/", 1)[-1]
+    profile = lock_name[len(old):-len(".txt")] if lock_name.startswith(old) else DEFAULT_PROFILE
+    try:
+        argv = sglang_args.to_argv(args)
+    except sglang_args.ArgsError:
+        argv = None
+    venv = f"{model['env_root']}/sglang-{version}"
+    return {**model, "version": str(version), "venv": venv, "venv_marker": f"{venv}/{VENV_MARKER}",
+            "lock_file": f"{model['env_root']}/locks/sglang-{version}-{profile}.txt",
+            "inventory_args": dict(args), "args": dict(args), "argv": argv,
+            "device": sglang_args.device_of(args), "url": sglang_args.local_url(args)}
+
+
 class FilterModule:
     def filters(self):
-        return {"sglang_host_model": sglang_host_model}
+        return {"sglang_host_model": sglang_host_model, "sglang_host_variant": sglang_host_variant}

@@ -1,4 +1,4 @@
-"""python -m sglang_fleet deploy|audit|verify|drift|releases|rollback|PLAYBOOK.yml [options] [-- ansible-playbook options]
+"""python -m sglang_fleet deploy|audit|verify|drift|releases|rollback|regression|PLAYBOOK.yml [options] [-- ansible-playbook options]
 
 Runs the playbook with ansible-runner (the repository's ansible.cfg), reads the outcome from the
 runner's job events and prints one line per host (or --json); exits like ansible-playbook:

@@ -13,7 +13,7 @@ import tempfile
 import ansible_runner
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-PLAYBOOKS = ("deploy", "audit", "verify", "drift", "releases", "rollback")
+PLAYBOOKS = ("deploy", "audit", "verify", "drift", "releases", "rollback", "regression")
 
 # ansible-playbook's exit codes (ansible.executor.task_queue_manager), which this module returns too.
 RC_OK, RC_ERROR, RC_FAILED, RC_UNREACHABLE = 0, 1, 2, 4

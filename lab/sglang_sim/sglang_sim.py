@@ -367,6 +367,7 @@ MULTIMODAL_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditional
 BREAKABLE_MM_SINCE = (0, 5, 16)
 BREAKABLE_MM_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
 PREFILL_BACKEND_SINCE = (0, 5, 14)   # --cuda-graph-backend-prefill (era B)
+DRAFT_TOKENS_FOLLOW_STEPS_UNTIL = (0, 5, 11)   # topk 1: draft tokens = steps + 1 (_table_resolution)
 
 
 def _table_resolution(version, resolved, model_config, hardware):
@@ -390,6 +391,12 @@ def _table_resolution(version, resolved, model_config, hardware):
         if resolved.get("speculative_eagle_topk") is None:
             resolved["speculative_eagle_topk"] = 1
         if resolved.get("speculative_num_draft_tokens") is None:
+            resolved["speculative_num_draft_tokens"] = int(resolved["speculative_num_steps"]) + 1
+        # Up to 0.5.11, topk 1 forces draft tokens = steps + 1 whatever was asked (0.5.11
+        # srt/server_args.py:3539-3546, "speculative_num_draft_tokens is adjusted to
+        # speculative_num_steps + 1 when speculative_eagle_topk == 1"; also 0.4.10.post2 :576, 0.5.3
+        # :1114, 0.5.6 :1748, 0.5.9 :2448, 0.5.10 :3079); 0.5.13.post1's server_args.py has no such rule.
+        if v <= DRAFT_TOKENS_FOLLOW_STEPS_UNTIL and int(resolved["speculative_eagle_topk"]) == 1:
             resolved["speculative_num_draft_tokens"] = int(resolved["speculative_num_steps"]) + 1
     # Prefill graph. Era A 0.5.10-0.5.13: on unless a rule disables it (0.5.11 server_args.py:1229
     # `if self.get_model_config().is_multimodal: self.disable_piecewise_cuda_graph = True`),

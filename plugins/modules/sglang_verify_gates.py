@@ -77,12 +77,10 @@ measurement: {description: "This measurement's own metrics and samples (what O(e
   returned: always}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError
-from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import VerifyError, evaluate, read_history
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import VerifyError, evaluate, read_history_file
 
 
 def main():
@@ -112,10 +110,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    history = []
-    if p["history_file"] and os.path.isfile(p["history_file"]):
-        with open(p["history_file"], encoding="utf-8") as fh:
-            history = read_history(fh.read())
+    history = read_history_file(p["history_file"])
     thresholds = {k: p[k] for k in ("min_decode_tok_s", "min_accept_length", "history_window",
                                     "regression_tolerance_pct", "min_effect_pct", "false_alarm_pct", "power_pct",
                                     "gate_mode", "inconclusive")}

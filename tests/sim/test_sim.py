@@ -293,6 +293,17 @@ def test_speculative_auto_choice_when_unset(sim):
     assert info["mem_fraction_static"] == 0.85
 
 
+def test_with_topk_1_the_draft_tokens_follow_the_steps_up_to_0_5_11(sim):
+    """0.5.11 srt/server_args.py:3539-3546 adjusts the draft tokens to steps + 1 when topk is 1, so 4 -> 2
+    alone changes nothing there (regression.yml's seeds case measures exactly that)."""
+    argv = [a if a != "4" else "2" for a in CT129_ARGV]   # --speculative-num-draft-tokens 2, 3 steps
+    s = sim("0.5.11", argv)
+    s.wait_healthy()
+    info = s.json("/server_info")
+    assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (3, 4)
+    assert 50 <= decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": 150, "stream": True})) <= 57
+
+
 def test_piecewise_on_for_a_text_model(sim):
     s = sim("0.5.11", ["--tp", "2"], model=LLAMA)
     s.wait_healthy()

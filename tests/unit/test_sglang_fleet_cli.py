@@ -184,7 +184,7 @@ def test_unknown_playbook_is_refused(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["deplo"])
     assert exc.value.code == 2
-    assert "unknown playbook 'deplo': one of deploy, audit, verify, drift, releases, rollback or a playbook file" \
+    assert "unknown playbook 'deplo': one of deploy, audit, verify, drift, releases, rollback, regression or a playbook file" \
         in capsys.readouterr().err
 
 

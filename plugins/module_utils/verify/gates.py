@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
@@ -586,6 +587,14 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
             "record": record, "report": report, "measurement": measurement}
 
 
+def read_history_file(path):
+    """Records of the history file at `path` ("" or a missing file: none)."""
+    if not path or not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return read_history(fh.read())
+
+
 def read_history(text):
     """Records from `verify-history.jsonl` text; blank and unreadable lines are skipped."""
     records = []
@@ -602,5 +611,5 @@ def read_history(text):
     return records
 
 
-__all__ = ["VerifyError", "baseline", "evaluate", "fingerprint", "last_good_gate", "what_changed", "levels", "median", "read_history",
+__all__ = ["VerifyError", "baseline", "evaluate", "fingerprint", "last_good_gate", "what_changed", "levels", "median", "read_history", "read_history_file",
            "roofline", "speculative_algorithm", "tp_size_of"]

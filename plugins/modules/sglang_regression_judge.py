@@ -1,0 +1,75 @@
+#!/usr/bin/python
+"""Ansible module: regression.yml's verdict, which single change costs the throughput."""
+
+DOCUMENTATION = r"""
+module: sglang_regression_judge
+short_description: Name the change that costs a host's throughput, from its measured steps
+description:
+  - Pure computation over its inputs (plugins/module_utils/verify/regression.py), plus reading
+    O(history_file) (the host's verify history, for its noise) where it runs; regression.yml runs it
+    on the controller.
+  - Each step's single-stream decode is compared with the baseline's (the last known good release,
+    step 0) by the verify gates' noise-aware comparison - C(fail) (a loss beyond the noise and at least
+    O(min_effect_pct)), C(inconclusive) or C(pass) - and the culprit is the single change with the
+    largest loss judged C(fail).
+  - Never changes anything (changed=false); supports check mode.
+options:
+  results: {description: "One per step of the plan, in order: name, change, workload, and measurement (the verify result's own
+      metrics and samples) or error (why the step could not run).", type: list, elements: dict, required: true}
+  history_file: {description: The host's verify history ("" or a missing file = none)., type: path, default: ""}
+  min_effect_pct: {description: "The smallest loss that matters, in %.", type: float, default: 3}
+  false_alarm_pct: {description: "The chance, in %, that an unchanged step is judged a loss.", type: float, default: 1}
+  power_pct: {description: "The chance, in %, with which the smallest detectable loss the report states is detected.",
+    type: float, default: 95}
+  regression_tolerance_pct: {description: "The point comparison's tolerance where a side has fewer than 3 repeats.", type: float,
+    default: 10}
+author:
+  - sglang-fleet developers (@sglang-fleet)
+"""
+
+EXAMPLES = r"""
+- name: Name the change that costs the throughput
+  sglang.fleet.sglang_regression_judge:
+    results: "{{ _regression_results }}"
+    history_file: reports/ct129/verify-history.jsonl
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+steps: {description: "Each step with its decode tok/s, verdict, effect, interval and detectable loss in %.", type: list,
+  returned: always}
+culprit: {description: The name of the change that costs the throughput (null when none is beyond the noise)., type: str,
+  returned: always}
+lines: {description: "One line per step, then the verdict.", type: list, returned: always}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import VerifyError, read_history_file
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression import RegressionError, judge
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "results": {"type": "list", "elements": "dict", "required": True},
+            "history_file": {"type": "path", "default": ""},
+            "min_effect_pct": {"type": "float", "default": 3.0},
+            "false_alarm_pct": {"type": "float", "default": 1.0},
+            "power_pct": {"type": "float", "default": 95.0},
+            "regression_tolerance_pct": {"type": "float", "default": 10.0},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    history = read_history_file(p["history_file"])
+    thresholds = {k: p[k] for k in ("min_effect_pct", "false_alarm_pct", "power_pct")}
+    try:
+        out = judge(p["results"], history, thresholds, p["regression_tolerance_pct"])
+    except (RegressionError, VerifyError) as exc:
+        module.fail_json(msg=f"sglang_regression_judge: {exc}")
+    module.exit_json(changed=False, **out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""regression.yml on a lab host of its own (10.89.97.0/24, sglang-regress-*): the seeds' case.
+
+ct129 (0.5.11, 3-step MTP) is deployed; a redeploy changes the release (0.5.13.post1) and the MTP
+steps (3 -> 1, 4 -> 2 draft tokens) at once, fails its last-good gate and is rolled back. Then
+`regression.yml -l ct129` with the same desired state measures the last known good, each change alone
+and all of them, puts back what ran, and names the speculative steps, not the release. A case where
+the release is the culprit is tests/unit/test_regression.py's (the simulator paces every release alike).
+"""
+
+import json
+
+import pytest
+import yaml
+from lab_fleet import LIGHT_VERIFY, deployed_lab_fleet, unflow
+from rollout_support import CT129_ARGS
+
+pytestmark = pytest.mark.lab
+
+HOST = "ct129"
+# 3 repeats: the noise-aware comparison (2 would be a point comparison against the tolerance)
+VERIFY = {**LIGHT_VERIFY, "sglang_verify_repeats": 3}
+# The seeds' redeploy, written into the inventory as its user did (regression.yml reads the desired state there)
+SEEDS_REDEPLOY = {"sglang_version": "0.5.13.post1",
+                  "sglang_args": {**CT129_ARGS, "speculative_num_steps": 1, "speculative_num_draft_tokens": 2},
+                  "sglang_expect": {}, "sglang_verify_min_decode_tok_s": 0, "sglang_verify_min_accept_length": 0}
+
+
+def edit_host_vars(fleet, values):
+    path = fleet.inventory.parent / "host_vars" / f"{HOST}.yml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), **values}))
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    with deployed_lab_fleet(tmp_path_factory.mktemp("regress"), "sglang-regress", "10.89.97.", hosts=(HOST,),
+                            group_vars=VERIFY) as fleet:
+        yield fleet
+
+
+def test_a_desired_state_equal_to_the_last_known_good_is_refused_before_anything_changes(fleet):
+    before = fleet.ssh(HOST, "systemctl show sglang -p MainPID")
+    rc, out = fleet.play("regression.yml", "-l", HOST)
+    assert rc != 0
+    assert "the desired state is the last known good release" in unflow(out), out
+    rc, out = fleet.play("regression.yml", "-l", HOST, "-e", "sglang_version=0.5.13.post1")
+    assert rc != 0
+    assert "sglang_version was given with -e, which would override the release of every step" in unflow(out), out
+    assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == before
+
+
+def test_regression_names_the_speculative_steps_and_puts_back_what_ran(fleet):
+    edit_host_vars(fleet, SEEDS_REDEPLOY)
+    rc, out = fleet.play("deploy.yml", "-l", HOST)
+    assert rc != 0 and "rolled back to 0.5.11-" in unflow(out), out
+    ran = fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip()
+
+    rc, out = fleet.play("regression.yml", "-l", HOST, timeout=1800)
+    assert rc == 0, out[-20000:]
+    verdict = json.loads(next((fleet.reports / HOST).glob("regression-*.json")).read_text())
+    steps = {s["name"]: s for s in verdict["steps"]}
+    assert list(steps) == [f"the last known good ({ran})", "sglang 0.5.11 -> 0.5.13.post1",
+                           "speculative_num_draft_tokens 4 -> 2", "speculative_num_steps 3 -> 1",
+                           "every change together (the desired state)"], verdict
+    assert verdict["culprit"] == "speculative_num_steps 3 -> 1", verdict["lines"]
+    assert steps["sglang 0.5.11 -> 0.5.13.post1"]["verdict"] != "fail", verdict["lines"]
+    assert steps["speculative_num_steps 3 -> 1"]["effect_pct"] < -20, verdict["lines"]
+    assert "the change that costs the throughput: speculative_num_steps 3 -> 1" in unflow(out), out
+    # what ran is back: the same release, serving the 3-step flags, and no step was recorded as a release
+    assert fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip() == ran
+    info = json.loads(fleet.ssh(HOST, "curl -s http://127.0.0.1:30000/get_server_info"))
+    assert (info["version"], info["speculative_num_steps"]) == ("0.5.11", 3)
+    assert fleet.ssh(HOST, "ls /var/lib/sglang-fleet/releases | wc -l").strip() == "2"   # the good one and the failed one
+    # the host's verify history holds no step's run
+    history = (fleet.reports / HOST / "verify-history.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["version"] == "0.5.11" or not json.loads(line)["passed"] for line in history)
+

@@ -1,0 +1,101 @@
+"""regression.yml's plan and verdict (plugins/module_utils/verify/regression.py)."""
+
+import pytest
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression import RegressionError, judge, plan
+
+SEEDS_ARGS = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorithm": "NEXTN",
+              "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+GOOD = {"id": "0.5.11-0123456789ab", "version": "0.5.11", "args": SEEDS_ARGS}
+ONE_STEP = {**SEEDS_ARGS, "speculative_num_steps": 1, "speculative_num_draft_tokens": 2}
+WL = "completions in=128 out=64 c=1"
+TH = {"min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95}
+
+
+def test_the_plan_applies_each_difference_alone_to_the_last_known_good_then_all_together():
+    steps = plan(GOOD, "0.5.12", ONE_STEP)
+    assert [s["name"] for s in steps] == [
+        "the last known good (0.5.11-0123456789ab)", "sglang 0.5.11 -> 0.5.12", "speculative_num_draft_tokens 4 -> 2",
+        "speculative_num_steps 3 -> 1", "every change together (the desired state)"]
+    assert steps[0]["args"] == SEEDS_ARGS and steps[0]["version"] == "0.5.11"
+    assert (steps[1]["version"], steps[1]["args"]) == ("0.5.12", SEEDS_ARGS)
+    assert steps[3]["version"] == "0.5.11" and steps[3]["args"] == {**SEEDS_ARGS, "speculative_num_steps": 1}
+    assert steps[3]["change"] == {"kind": "flag", "flag": "speculative_num_steps", "from": 3, "to": 1}
+    assert (steps[4]["version"], steps[4]["args"]) == ("0.5.12", ONE_STEP)
+
+
+def test_a_flag_the_desired_state_removes_or_adds_is_one_step_and_one_change_needs_no_together_step():
+    steps = plan(GOOD, "0.5.11", {k: v for k, v in SEEDS_ARGS.items() if k != "speculative_eagle_topk"})
+    assert [s["name"] for s in steps] == ["the last known good (0.5.11-0123456789ab)",
+                                          "speculative_eagle_topk 1 -> unset"]
+    assert "speculative_eagle_topk" not in steps[1]["args"]
+    added = plan(GOOD, "0.5.11", {**SEEDS_ARGS, "mem_fraction_static": 0.8})
+    assert added[1]["name"] == "mem_fraction_static unset -> 0.8" and added[1]["args"]["mem_fraction_static"] == 0.8
+
+
+def test_nothing_to_search_and_no_last_known_good_are_refused_with_the_reason():
+    with pytest.raises(RegressionError, match="the desired state is the last known good release 0.5.11-0123456789ab"):
+        plan(GOOD, "0.5.11", dict(SEEDS_ARGS))
+    with pytest.raises(RegressionError, match="the host has no last known good release"):
+        plan({}, "0.5.12", ONE_STEP)
+
+
+def measured(decodes):
+    return {"metrics": {"decode_tok_s@1": sorted(decodes)[len(decodes) // 2]}, "samples": {"decode_tok_s@1": decodes}}
+
+
+# The host's history: 6 passing runs of its release, whose figures move ~1 % from run to run.
+HISTORY = [{"generated_at": f"20261201T0{i}0000Z", "fingerprint": "f" * 16, "workload": WL, "passed": True,
+            "metrics": {"decode_tok_s@1": m}, "samples": {"decode_tok_s@1": [m - 0.3, m, m + 0.3, m + 0.1]}}
+           for i, m in enumerate((70.0, 70.9, 69.4, 70.3, 71.0, 69.8))]
+
+
+def results(steps, decodes):
+    return [{"name": s["name"], "change": s["change"], "workload": WL, "measurement": measured(d)}
+            for s, d in zip(steps, decodes)]
+
+
+def test_the_seeds_case_names_the_speculative_steps_not_the_release():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    out = judge(results(steps, [[70.2, 70.5, 69.9, 70.3], [70.4, 70.0, 70.6, 70.1], [40.2, 40.5, 39.9, 40.3],
+                                [40.1, 40.4, 40.6, 40.0]]), HISTORY, TH)
+    assert out["culprit"] == "speculative_num_steps 3 -> 1"
+    verdicts = {r["name"]: r["verdict"] for r in out["steps"]}
+    # one run against one: the release's +0.1 % is inside what this host can tell (inconclusive, not a loss)
+    assert verdicts["sglang 0.5.11 -> 0.5.12"] == "inconclusive" and verdicts["speculative_num_steps 3 -> 1"] == "fail"
+    row = next(r for r in out["steps"] if r["name"] == "speculative_num_steps 3 -> 1")
+    assert -44 < row["effect_pct"] < -41 and row["interval_pct"][1] < -3
+    assert out["lines"][-1].startswith("the change that costs the throughput: speculative_num_steps 3 -> 1 (-42.")
+
+
+def test_a_release_that_is_the_culprit_is_named():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    out = judge(results(steps, [[70.2, 70.5, 69.9, 70.3], [60.1, 59.8, 60.3, 60.0], [70.3, 70.0, 70.4, 70.2],
+                                [60.2, 60.0, 59.9, 60.4]]), HISTORY, TH)
+    assert out["culprit"] == "sglang 0.5.11 -> 0.5.12"
+    assert {r["name"]: r["verdict"] for r in out["steps"]}["speculative_num_steps 3 -> 1"] != "fail"
+
+
+def test_a_step_that_could_not_run_is_said_and_the_others_are_still_judged():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    res = results(steps, [[70.2, 70.5, 69.9, 70.3], [1.0], [40.2, 40.5, 39.9, 40.3], [40.1, 40.4, 40.6, 40.0]])
+    res[1] = {"name": res[1]["name"], "change": res[1]["change"], "error": "sglang 0.5.12: no wheel for Python 3.9"}
+    out = judge(res, HISTORY, TH)
+    assert out["culprit"] == "speculative_num_steps 3 -> 1"
+    assert "sglang 0.5.11 -> 0.5.12: not measured: sglang 0.5.12: no wheel for Python 3.9" in out["lines"]
+
+
+def test_losses_within_the_noise_name_no_culprit_and_say_so():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    noisy = [{**h, "samples": {"decode_tok_s@1": [h["metrics"]["decode_tok_s@1"] * f for f in (0.8, 1.0, 1.2, 0.9)]}}
+             for h in HISTORY]
+    out = judge(results(steps, [[70.2, 60.5, 79.9, 70.3], [68.4, 58.0, 78.6, 66.1], [70.3, 61.0, 80.4, 70.2],
+                                [68.0, 59.0, 77.0, 67.0]]), noisy, TH)
+    assert out["culprit"] is None
+    assert out["lines"][-1].startswith("no single change costs throughput beyond the noise")
+
+
+def test_an_unmeasured_baseline_is_refused():
+    steps = plan(GOOD, "0.5.12", ONE_STEP)
+    with pytest.raises(RegressionError, match="the baseline .* could not be measured: the service did not start"):
+        judge([{"name": steps[0]["name"], "change": None, "error": "the service did not start"}], HISTORY, TH)
