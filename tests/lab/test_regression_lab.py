@@ -53,6 +53,11 @@ def test_regression_names_the_speculative_steps_and_puts_back_what_ran(fleet):
     rc, out = fleet.play("deploy.yml", "-l", HOST)
     assert rc != 0 and "rolled back to 0.5.11-" in unflow(out), out
     ran = fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip()
+    pid = fleet.ssh(HOST, "systemctl show sglang -p MainPID")
+    rc, out = fleet.play("regression.yml", "-l", HOST, "--check")   # the plan only
+    assert rc == 0 and "ct129: 5 steps, then " + ran + " back" in unflow(out), out
+    assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == pid
+    assert not list((fleet.reports / HOST).glob("regression-*.json"))
 
     rc, out = fleet.play("regression.yml", "-l", HOST, timeout=1800)
     assert rc == 0, out[-20000:]
