@@ -27,7 +27,7 @@ MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
 # from this list when it gets documentation: it is then checked like a module.
 FILTERS_WITHOUT_DOCS = [
     "env_file_line", "sglang_args_problems", "sglang_argv", "sglang_expect_problems", "sglang_is_loopback",
-    "sglang_host_model", "sglang_local_url",
+    "sglang_host_model", "sglang_host_variant", "sglang_local_url", "sglang_regression_plan",
     "sglang_multinode_batches", "sglang_multinode_gpu_problems", "sglang_multinode_plan", "sglang_multinode_without",
     "sglang_pd_plan", "sglang_redact", "sglang_release_lines", "sglang_router_key_problems", "sglang_router_pd_plan",
     "sglang_router_worker_keys", "sglang_router_worker_url", "sglang_router_worker_urls", "sglang_same_machine",
