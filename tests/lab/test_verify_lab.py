@@ -173,11 +173,15 @@ def test_speculative_silently_off_fails_the_accept_length_gate(lab):
 
 
 def test_an_inconclusive_gate_measures_the_server_again_a_bounded_number_of_times(lab):
-    """gate_mode noise with a minimum effect far below what h200x1's noise lets it see (0.01 %): the
-    history gate cannot tell, so verify measures the server again, twice at most, judges the run on
-    its three measurements, says it is still inconclusive, and keeps the release (the default policy);
-    with `inconclusive: fail` and no re-measure, one measurement fails the run and says how to narrow it."""
-    unsure = {"sglang_verify_gate_mode": "noise", "sglang_verify_min_effect_pct": 0.01}
+    """gate_mode noise with a minimum effect far below what h200x1's noise lets it see (0.01 %) and a
+    false-alarm rate so small (1e-6 %) that, with h200x1's 2 degrees of freedom of noise, no loss is
+    significant: the history gate cannot tell, whatever the load. verify measures the server again,
+    twice at most, judges the run on its three measurements, says it is still inconclusive and keeps
+    the release (the default policy). Then, with `inconclusive: fail` and no re-measure, one
+    measurement fails the run (its history, now 10 dof, can call a loss under CI load a failure:
+    either way the run fails)."""
+    unsure = {"sglang_verify_gate_mode": "noise", "sglang_verify_min_effect_pct": 0.01,
+              "sglang_verify_false_alarm_pct": 1e-6}
     proc = lab.playbook("verify.yml", limit="h200x1", extra_vars={**unsure, "sglang_verify_remeasure": 2})
     assert proc.stdout.count("TASK [sglang_verify : Benchmark the server at concurrency 1, 4]") == 3, proc.stdout
     report = lab.latest("h200x1")
@@ -193,7 +197,9 @@ def test_an_inconclusive_gate_measures_the_server_again_a_bounded_number_of_time
     assert proc.returncode == 2
     assert proc.stdout.count("TASK [sglang_verify : Benchmark the server at concurrency 1, 4]") == 1
     report = lab.latest("h200x1")
+    history = next(g for g in report["gates"] if g["gate"] == "history")
     assert report["passed"] is False and report["measurements"] == 1
-    assert report["failures"][0].startswith("history: cannot tell against the last 2 passing runs")
-    assert report["failures"][0].endswith("more repeats (sglang_verify_repeats) or measurements "
-                                          "(sglang_verify_remeasure) narrow it")
+    assert history["status"] in ("inconclusive", "fail"), history
+    if history["status"] == "inconclusive":
+        assert history["message"].endswith("more repeats (sglang_verify_repeats) or measurements "
+                                           "(sglang_verify_remeasure) narrow it"), history["message"]
