@@ -75,6 +75,8 @@ record: {description: The history record of this run (one JSON line)., type: dic
 report: {description: "The whole report (gates, levels, history baseline, roofline, thresholds).", type: dict, returned: always}
 measurement: {description: "This measurement's own metrics and samples (what O(earlier) takes for a next one).", type: dict,
   returned: always}
+inconclusive: {description: "True when a noise-aware gate cannot tell (what has the server measured again).", type: bool,
+  returned: always}
 """
 
 from ansible.module_utils.basic import AnsibleModule

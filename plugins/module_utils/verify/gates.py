@@ -287,14 +287,21 @@ def compare_metrics(metrics, reference, tol, ref_key, stats=None):
         res = noise_verdict(name, value, stats, tol) if stats else None
         if res:
             row.update({"noise_verdict": res["verdict"], "comparison": res["message"], "noise_basis": res["basis"],
-                        "effect_pct": round(100 * res["effect"], 2),
-                        "interval_pct": None if res["interval"] is None else [round(100 * x, 2) for x in res["interval"]],
-                        "detectable_pct": None if res["detectable"] is None else round(100 * res["detectable"], 2),
-                        "noise_pct": None if res["sigma"] is None else round(100 * res["sigma"], 2)})
+                        **noise_figures(res)})
             if stats["mode"] == "noise" and res["verdict"] != "point":
                 row["status"] = res["verdict"]
         rows.append(row)
     return rows, [r for r in rows if r["status"] == "fail"]
+
+
+def noise_figures(res):
+    """A noise-aware comparison's figures in %, as the reports show them: effect, interval,
+    detectable loss and noise (None where the comparison has none, e.g. a point comparison)."""
+    def pct(x):
+        return None if x is None else round(100 * x, 2)
+    return {"effect_pct": pct(res["effect"]),
+            "interval_pct": None if res.get("interval") is None else [pct(x) for x in res["interval"]],
+            "detectable_pct": pct(res.get("detectable")), "noise_pct": pct(res.get("sigma"))}
 
 
 def noise_verdict(name, value, stats, tol):
@@ -329,14 +336,24 @@ def _show(value):
         else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def what_changed(old_version, old_args, version, args):
-    """["sglang 0.5.11 -> 0.5.18", "speculative_num_steps 3 -> 1", ...] between two releases."""
-    changes = [f"sglang {old_version} -> {version}"] if str(old_version) != str(version) else []
+def changes(old_version, old_args, version, args):
+    """Each difference between two releases, the release first, then each flag by name:
+    [{"kind": "version" or "flag", "name": "sglang 0.5.11 -> 0.5.18" or "speculative_num_steps 3 -> 1",
+    "flag" (flags only), "from", "to"}]; a flag one side does not set is None there ("unset")."""
+    out = [{"kind": "version", "name": f"sglang {old_version} -> {version}", "from": str(old_version), "to": str(version)}
+           ] if str(old_version) != str(version) else []
     old_args, args = old_args or {}, args or {}
     for key in sorted(set(old_args) | set(args)):
-        if old_args.get(key) != args.get(key):
-            changes.append(f"{key} {_show(old_args.get(key))} -> {_show(args.get(key))}")
-    return changes
+        before, after = old_args.get(key), args.get(key)
+        if before != after:
+            out.append({"kind": "flag", "name": f"{key} {_show(before)} -> {_show(after)}", "flag": key,
+                        "from": before, "to": after})
+    return out
+
+
+def what_changed(old_version, old_args, version, args):
+    """["sglang 0.5.11 -> 0.5.18", "speculative_num_steps 3 -> 1", ...] between two releases."""
+    return [change["name"] for change in changes(old_version, old_args, version, args)]
 
 
 def _gpu_key(gpu):
@@ -431,7 +448,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
     last_good: the host's last known good release record (plugins/module_utils/release/records.py) or None.
     earlier: this run's earlier measurements (each result's `measurement`: its own metrics and samples),
     when an inconclusive gate had the server measured again (combine_measurements): the run is all of them.
-    Returns {"ok", "failures", "lines", "line", "record", "report", "measurement"}; `record` goes to history.
+    Returns {"ok", "failures", "lines", "line", "record", "report", "measurement", "inconclusive" (a gate
+    is: what has the server measured again)}; `record` goes to history.
     """
     floor = float(thresholds.get("min_decode_tok_s") or 0)
     min_acc = float(thresholds.get("min_accept_length") or 0)
@@ -584,7 +602,8 @@ def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host=
         "gpu": {k: (gpu or {}).get(k) for k in ("source", "gpu_model", "gpu_count", "hbm_bandwidth_gbs")},
     }
     return {"ok": ok, "failures": failures, "line": line, "lines": [line] + [g["message"] for g in gates],
-            "record": record, "report": report, "measurement": measurement}
+            "record": record, "report": report, "measurement": measurement,
+            "inconclusive": any(g["status"] == "inconclusive" for g in gates)}
 
 
 def read_history_file(path):
@@ -611,5 +630,19 @@ def read_history(text):
     return records
 
 
-__all__ = ["VerifyError", "baseline", "evaluate", "fingerprint", "last_good_gate", "what_changed", "levels", "median", "read_history", "read_history_file",
-           "roofline", "speculative_algorithm", "tp_size_of"]
+__all__ = [
+    "VerifyError",
+    "baseline",
+    "evaluate",
+    "fingerprint",
+    "last_good_gate",
+    "changes",
+    "what_changed",
+    "levels",
+    "median",
+    "read_history",
+    "read_history_file",
+    "roofline",
+    "speculative_algorithm",
+    "tp_size_of",
+]

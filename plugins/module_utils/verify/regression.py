@@ -27,10 +27,6 @@ class RegressionError(ValueError):
     """A regression search that cannot be planned or judged."""
 
 
-def _show(value):
-    return "unset" if value is None else gates._show(value)
-
-
 def plan(good, version, args):
     """The steps (see the module's docstring) from the last known good release record `good`
     (version, args, id) to the desired `version` and `args`: a list of {name, version, args,
@@ -42,18 +38,16 @@ def plan(good, version, args):
     old_version, old_args, args = str(good["version"]), dict(good["args"]), dict(args or {})
     steps = [{"name": f"{BASELINE} ({good.get('id') or 'sglang ' + old_version})", "version": old_version,
               "args": old_args, "change": None}]
-    if str(version) != old_version:
-        steps.append({"name": f"sglang {old_version} -> {version}", "version": str(version), "args": old_args,
-                      "change": {"kind": "version", "from": old_version, "to": str(version)}})
-    for flag in sorted(set(old_args) | set(args)):
-        before, after = old_args.get(flag), args.get(flag)
-        if before == after:
-            continue
-        changed = {k: v for k, v in old_args.items() if k != flag}
-        if after is not None:
-            changed[flag] = after
-        steps.append({"name": f"{flag} {_show(before)} -> {_show(after)}", "version": old_version, "args": changed,
-                      "change": {"kind": "flag", "flag": flag, "from": before, "to": after}})
+    for change in gates.changes(old_version, old_args, version, args):   # the release first, then each flag
+        step_version, step_args = old_version, old_args
+        if change["kind"] == "version":
+            step_version = change["to"]
+        else:
+            step_args = {k: v for k, v in old_args.items() if k != change["flag"]}
+            if change["to"] is not None:
+                step_args[change["flag"]] = change["to"]
+        steps.append({"name": change["name"], "version": step_version, "args": step_args,
+                      "change": {k: v for k, v in change.items() if k != "name"}})
     if len(steps) == 1:
         raise RegressionError(f"the desired state is the last known good release {good.get('id')} (sglang "
                               f"{old_version}, the same flags): there is no change to search")
@@ -96,11 +90,7 @@ def judge(results, history, thresholds, tol=10.0):
                        "detectable": None, "message": "no repeats to compare", "basis": "point"}
         shown = verdict.get("point_verdict") if verdict["verdict"] == "point" else verdict["verdict"]
         rows.append({**row, "decode_tok_s": value, "verdict": shown, "basis": verdict["basis"],
-                     "effect_pct": round(100 * verdict["effect"], 2),
-                     "interval_pct": None if verdict["interval"] is None else
-                     [round(100 * x, 2) for x in verdict["interval"]],
-                     "detectable_pct": None if verdict["detectable"] is None else round(100 * verdict["detectable"], 2),
-                     "comparison": verdict["message"]})
+                     **gates.noise_figures(verdict), "comparison": verdict["message"]})
     singles = [r for r in rows[1:] if r["change"] is not None and "effect_pct" in r]
     failing = sorted((r for r in singles if r["verdict"] == "fail"), key=lambda r: r["effect_pct"])
     culprit = failing[0] if failing else None
