@@ -23,7 +23,7 @@ It is NOT SGLang: no model runs and the text is "A".."Z" cycling. What it reprod
 Throughput model (single stream, tokens/s)::
 
     passes/s   = eff_bw * tp / weight_bytes * SIM_EFFICIENCY      eff_bw = 0.85 * hbm_bandwidth_gbs
-    tok/s      = passes/s * accept_len / (1 + DRAFT_STEP_COST * spec_steps) * degrade_factor
+    tok/s      = passes/s * accept_len / (1 + DRAFT_STEP_COST * spec_steps) * degrade_factor * slow_release
     accept_len = 1 + sum(PER_TOKEN_ACCEPT ** i, i = 1..min(steps, draft_tokens - 1))   (off: 1.0)
     batch b    : per-stream tok/s divided by 1 + BATCH_COST_PER_DOUBLING * log2(b)
     TTFT       = (1 + prompt_tokens / PREFILL_TOKENS_PER_PASS) / passes/s
@@ -60,7 +60,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_CONFIG = "/etc/sglang-sim/config.json"
 FAULT_KNOBS = ("never_healthy", "slow_start_s", "degrade_factor", "disable_optimization", "crash_after_requests",
-               "rendezvous_timeout_s", "noise_cv", "noise_seed")
+               "rendezvous_timeout_s", "noise_cv", "noise_seed", "slow_release")
 
 BW_EFFICIENCY = 0.85
 SIM_EFFICIENCY = 0.47
@@ -276,7 +276,24 @@ def load_sim_config() -> dict:
                        "variation of a request's decode speed; 0 = exact pacing)")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SimError(f"sglang-sim: noise_seed is {seed!r}: it must be a whole number")
+    cfg["slow_release"] = slow_releases(cfg.get("slow_release"))
     return cfg
+
+
+def slow_releases(text) -> dict:
+    """`slow_release`: "<version>=<factor>[;...]", the decode speed of those SGLang releases times the
+    factor wherever they are installed (a release that is slower on this hardware), as {version: factor}."""
+    out = {}
+    for item in filter(None, str(text or "").split(";")):
+        version, _, factor = item.partition("=")
+        try:
+            out[version.strip()] = float(factor)
+        except ValueError:
+            out[version.strip()] = -1.0
+        if not version.strip() or not 0 < out[version.strip()] <= 10:
+            raise SimError(f"sglang-sim: slow_release {item!r} is not <version>=<factor> with a factor in (0, 10] "
+                           "(e.g. 0.5.13.post1=0.7: that release decodes at 70 %)")
+    return out
 
 
 def load_model(model_path: str) -> dict:
@@ -587,7 +604,8 @@ class Engine:
             self.passes_per_s *= NO_CUDA_GRAPH_FACTOR
         self.single_stream = (self.passes_per_s * self.accept_len
                               / (1 + DRAFT_STEP_COST * self.steps)
-                              * float(cfg.get("degrade_factor", 1.0) or 1.0))
+                              * float(cfg.get("degrade_factor", 1.0) or 1.0)
+                              * (cfg.get("slow_release") or {}).get(version, 1.0))
         self.capacity = int(r.get("max_total_tokens") or DEFAULT_TOKEN_CAPACITY)
         # noise_cv: each client request decodes at this speed times exp(N(0, noise_cv)), drawn in request
         # order from a generator seeded with noise_seed (0 by default: the lab's tests stay exact).

@@ -3,8 +3,10 @@
 ct129 (0.5.11, 3-step MTP) is deployed; a redeploy changes the release (0.5.13.post1) and the MTP
 steps (3 -> 1, 4 -> 2 draft tokens) at once, fails its last-good gate and is rolled back. Then
 `regression.yml -l ct129` with the same desired state measures the last known good, each change alone
-and all of them, puts back what ran, and names the speculative steps, not the release. A case where
-the release is the culprit is tests/unit/test_regression.py's (the simulator paces every release alike).
+and all of them, puts back what ran, and names the speculative steps, not the release. Then the
+release is the culprit: the simulator's `slow_release` knob makes 0.5.13.post1 decode at 70 % on this
+host (a release slower on this hardware), and a desired state that changes the release and a flag that
+costs nothing at concurrency 1 names the release.
 """
 
 import json
@@ -79,3 +81,23 @@ def test_regression_names_the_speculative_steps_and_puts_back_what_ran(fleet):
     history = (fleet.reports / HOST / "verify-history.jsonl").read_text().splitlines()
     assert all(json.loads(line)["version"] == "0.5.11" or not json.loads(line)["passed"] for line in history)
 
+
+
+def test_regression_names_the_release_when_the_release_is_slower_here(fleet):
+    rc, out = fleet.play("lab/prepare.yml", "-l", HOST, "-e", json.dumps({"lab_sim_faults": {"slow_release": "0.5.13.post1=0.7"}}))
+    assert rc == 0, out[-5000:]
+    ran = fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip()
+    edit_host_vars(fleet, {**SEEDS_REDEPLOY, "sglang_args": {**CT129_ARGS, "max_running_requests": 16},
+                           "sglang_expect": {}})
+    rc, out = fleet.play("regression.yml", "-l", HOST, timeout=1800)
+    assert rc == 0, out[-20000:]
+    verdicts = sorted((fleet.reports / HOST).glob("regression-*.json"))
+    verdict = json.loads(verdicts[-1].read_text())
+    steps = {s["name"]: s for s in verdict["steps"]}
+    assert list(steps)[1:] == ["sglang 0.5.11 -> 0.5.13.post1", "max_running_requests unset -> 16",
+                               "every change together (the desired state)"], verdict
+    assert verdict["culprit"] == "sglang 0.5.11 -> 0.5.13.post1", verdict["lines"]
+    assert -35 < steps["sglang 0.5.11 -> 0.5.13.post1"]["effect_pct"] < -25, verdict["lines"]
+    assert steps["max_running_requests unset -> 16"]["verdict"] != "fail", verdict["lines"]
+    assert "the change that costs the throughput: sglang 0.5.11 -> 0.5.13.post1" in unflow(out), out
+    assert fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip() == ran

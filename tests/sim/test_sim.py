@@ -515,6 +515,23 @@ def test_degrade_factor(sim):
     assert 25 <= rate <= 28.5, rate
 
 
+def test_slow_release_slows_only_the_release_it_names(sim):
+    """slow_release 0.5.11=0.5: 0.5.11 decodes at half its speed; 0.5.13.post1 on the same config does not."""
+    config = {"slow_release": "0.5.13.post1=0.99;0.5.11=0.5"}
+    slow = sim("0.5.11", CT129_ARGV, config=config)
+    slow.wait_healthy()
+    assert 25 <= decode_rate(slow.stream("/v1/completions", {"prompt": "go", "max_tokens": 60, "stream": True})) <= 28.5
+    other = sim("0.5.11", CT129_ARGV, config={"slow_release": "0.5.13.post1=0.5"})
+    other.wait_healthy()
+    assert 50 <= decode_rate(other.stream("/v1/completions", {"prompt": "go", "max_tokens": 60, "stream": True})) <= 57
+
+
+@pytest.mark.parametrize("value", ["0.5.11", "0.5.11=0", "0.5.11=fast", "=0.5"])
+def test_a_slow_release_that_is_not_version_eq_factor_exits_1(sim, value):
+    rc, err = run_to_exit(sim("0.5.11", CT129_ARGV, config={"slow_release": value}))
+    assert rc == 1 and "is not <version>=<factor> with a factor in (0, 10]" in err, err
+
+
 def request_rates(s, n, tokens=24):
     s.wait_healthy()
     return [decode_rate(s.stream("/v1/completions", {"prompt": "go", "max_tokens": tokens, "stream": True}))
