@@ -21,11 +21,15 @@ Sources of runs:
   `--repeats` repeats of the bench client at concurrency 1 (decode tok/s per repeat); `--save` keeps
   them, `--samples FILE` evaluates a saved set without a server. Decisions then resample the
   recorded runs (history and current drawn without replacement).
+- `sglang`: the real SGLang 0.5.23 on this machine's CPU (the lab host cpu1's launch, started as
+  bench/real_sglang_vs_llama.py does: `--sglang-python` of a venv with sglang==0.5.23) serving the
+  lab's tiny Llama, recorded and resampled as for `llama`.
 
     .venv/bin/python bench/noise_gates.py synthetic --cv 0.02 --repeats 5 --earlier 15
     .venv/bin/python bench/noise_gates.py synthetic --cv 0.02 --repeats 3 --earlier 15 --remeasure 1
     .venv/bin/python bench/noise_gates.py sim --cv 0.02 --runs 26 --repeats 5 --earlier 15
     .venv/bin/python bench/noise_gates.py llama --runs 16 --repeats 5 --requests 10 --earlier 10
+    .venv/bin/python bench/noise_gates.py sglang --sglang-python /tmp/rs/bin/python --runs 26 --repeats 4 --earlier 10
 """
 
 from __future__ import annotations
@@ -168,6 +172,22 @@ def record_llama(runs: int, repeats: int, requests: int) -> list[list[float]]:
             server.stop()
 
 
+def record_sglang(python: str, runs: int, repeats: int, requests: int) -> list[list[float]]:
+    from conftest import ALIAS
+    from real_sglang_vs_llama import start_sglang
+
+    with tempfile.TemporaryDirectory(prefix="noise-gates-sglang-") as tmp:
+        tmp = pathlib.Path(tmp)
+        subprocess.run([sys.executable, str(REPO / "lab" / "real_sglang" / "make_tiny_model.py"), str(tmp / "tiny-llama")],
+                       check=True, capture_output=True)
+        proc, url, _ = start_sglang(python, tmp / "tiny-llama", tmp / "sglang.log")
+        try:
+            return measure_runs(url, ALIAS, runs, repeats, requests)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
 def spread(runs: list[list[float]]) -> tuple[float, float]:
     """(CV of one repeat around its run's mean, CV of the runs' medians), on the log scale."""
     return pooled_noise(runs)[0], pooled_noise([[statistics.median(r) for r in runs]])[0]
@@ -175,7 +195,7 @@ def spread(runs: list[list[float]]) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("source", choices=("synthetic", "sim", "llama"))
+    p.add_argument("source", choices=("synthetic", "sim", "llama", "sglang"))
     p.add_argument("--cv", type=float, default=0.02, help="synthetic: noise of one repeat; sim: its noise_cv")
     p.add_argument("--run-cv", type=float, default=0.0, help="synthetic: how far whole runs move")
     p.add_argument("--repeats", type=int, default=3)
@@ -185,8 +205,9 @@ def main() -> None:
     p.add_argument("--earlier", type=int, default=0, help="runs of an older release in the history (noise only)")
     p.add_argument("--tolerance", type=float, default=10.0, help="the fixed gate's %% (the role's default)")
     p.add_argument("--trials", type=int, default=1000)
-    p.add_argument("--samples", help="llama: a saved set of runs instead of a server")
-    p.add_argument("--save", help="llama: keep the recorded runs here")
+    p.add_argument("--samples", help="sim, llama, sglang: a saved set of runs instead of a server")
+    p.add_argument("--save", help="sim, llama, sglang: keep the recorded runs here")
+    p.add_argument("--sglang-python", help="sglang: python of a venv with sglang==0.5.23")
     p.add_argument("--remeasure", type=int, default=0, help="measure an inconclusive run again up to N times "
                    "(sglang_verify_remeasure)")
     p.add_argument("--seed", type=int, default=27)
@@ -206,6 +227,10 @@ def main() -> None:
             runs = json.loads(pathlib.Path(a.samples).read_text())
         elif a.source == "sim":
             runs = record_sim(a.runs, a.repeats, a.requests, a.cv)
+        elif a.source == "sglang":
+            if not a.sglang_python:
+                p.error("sglang needs --sglang-python (a venv with sglang==0.5.23, see above) or --samples")
+            runs = record_sglang(a.sglang_python, a.runs, a.repeats, a.requests)
         else:
             runs = record_llama(a.runs, a.repeats, a.requests)
         if a.save:
