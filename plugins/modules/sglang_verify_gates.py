@@ -32,8 +32,8 @@ options:
       repeats a side, or no noise estimate).", type: float, default: 5}
   min_effect_pct: {description: "The smallest loss that matters, in %: a loss fails only when it is at least this and beyond the
       host's noise (plugins/module_utils/verify/noise.py). Unset = the fixed O(regression_tolerance_pct) only.", type: float}
-  gate_mode: {description: "What decides the history and last-good gates: fixed (O(regression_tolerance_pct); the noise-aware
-      verdict is reported) or noise.", type: str, default: fixed}
+  gate_mode: {description: "What decides the history and last-good gates: noise (the noise-aware verdict, where
+      O(min_effect_pct) is set) or fixed (O(regression_tolerance_pct); the noise-aware verdict is reported).", type: str, default: noise}
   inconclusive: {description: "An inconclusive noise-aware gate: keep (never fails the run) or fail.", type: str, default: keep}
   false_alarm_pct: {description: "The chance, in %, that an unchanged release fails the noise-aware test.", type: float, default: 1}
   power_pct: {description: "The chance, in %, with which the smallest detectable loss the report states is detected.", type: float,
@@ -98,7 +98,7 @@ def main():
             "history_window": {"type": "int", "default": 5},
             "regression_tolerance_pct": {"type": "float", "default": 5.0},
             "min_effect_pct": {"type": "float"},
-            "gate_mode": {"type": "str", "default": "fixed"},
+            "gate_mode": {"type": "str", "default": "noise"},
             "inconclusive": {"type": "str", "default": "keep"},
             "false_alarm_pct": {"type": "float", "default": 1.0},
             "power_pct": {"type": "float", "default": 95.0},

@@ -1,6 +1,7 @@
 """sglang_verify gates: exact messages for pass, each failure, no history, other version/flags."""
 
 import json
+import re
 
 import pytest
 
@@ -306,6 +307,10 @@ def test_the_record_keeps_every_repeat_and_an_unchanged_run_passes_with_its_inte
     row = history["metrics"][0]
     assert row["noise_verdict"] == "pass" and row["interval_pct"][0] < row["effect_pct"] < row["interval_pct"][1]
     assert row["noise_pct"] < 1.0 and row["detectable_pct"] < 3.0
+    # the message says what decided: the noise-aware comparison, not a tolerance the gate did not use
+    assert history["message"].startswith("history: no loss beyond the noise against the median of the last 3 passing "
+                                         "runs"), history["message"]
+    assert f"(single-stream decode {row['comparison']})" in history["message"] and "within 5 %" not in history["message"]
 
 
 def test_a_loss_beyond_the_noise_and_the_minimum_effect_fails_naming_its_interval():
@@ -313,6 +318,15 @@ def test_a_loss_beyond_the_noise_and_the_minimum_effect_fails_naming_its_interva
     history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
     assert history["status"] == "fail" and r["ok"] is False
     assert history["metrics"][0]["noise_verdict"] == "fail" and history["metrics"][0]["interval_pct"][1] < -3
+    # the failure states the effect, its interval and the detectable loss, not the fixed threshold
+    # (a -8 % loss would pass a 10 % tolerance: "threshold ... = median - 10 %" would contradict it)
+    row = history["metrics"][0]
+    assert re.search(r"^history: single-stream decode 49\.1 tok/s is 8\.\d % below the history median 53\.\d tok/s: "
+                     r"-8\.\d % \[-\d+\.\d, -\d+\.\d\] \(.*detects a loss of \d\.\d % or more, cares from 3\.0 %\): fail",
+                     history["message"]), history["message"]
+    assert "threshold" not in history["message"].split(";")[0], history["message"]
+    assert history["message"] in r["failures"]
+    assert f"{row['comparison']}" in history["message"]
 
 
 def test_noise_too_large_to_tell_is_inconclusive_and_never_fails_the_run():
