@@ -22,6 +22,7 @@ import contextlib
 import json
 import multiprocessing
 import pathlib
+import signal
 import statistics
 import sys
 import tempfile
@@ -40,6 +41,8 @@ VERIFY = {"sglang_verify_concurrency": [1, 4], "sglang_verify_repeats": 4, "sgla
 
 
 def burn():
+    # forked after ansible-runner set its own SIGTERM handler, which the child would inherit
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while True:
         pass
 
@@ -53,7 +56,8 @@ def loaded(n):
         yield
     finally:
         for p in procs:
-            p.terminate()
+            p.kill()
+            p.join()
 
 
 def last_report(fleet, host):
