@@ -442,3 +442,22 @@ def test_an_earlier_measurement_that_is_not_a_record_is_refused():
     with pytest.raises(VerifyError, match="an earlier measurement of this run has no metrics"):
         evaluate(repeated([53.4, 53.9, 53.5], [196.0, 197.0, 195.5]), NOISY_TH, list(SETTLED), GPU, W, "0.5.11",
                  ARGS, "ct129", "20261130T080000Z", earlier=[{"decode": 51.0}])
+
+
+def test_the_last_known_good_gate_in_noise_mode_says_the_loss_with_its_interval():
+    """gate_mode noise, the seeds' redeploy against a last known good that kept its repeats: the
+    message leads with the release it compares with, then each loss with its interval and what the
+    host can detect (not a tolerance the gate did not use)."""
+    lg = last_good()
+    lg["verify"]["samples"] = {"decode_tok_s@1": [53.6, 53.8, 54.0, 53.7, 53.9],
+                               "output_tok_s@4": [191.0, 192.0, 193.0, 191.5, 192.5]}
+    noisy = {**NO_FLOOR, "gate_mode": "noise", "min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95}
+    r = evaluate(repeated([37.5, 37.7, 37.9, 37.6, 37.8], [139.0, 140.0, 141.0, 139.5, 140.5]), noisy, STEADY, GPU, W,
+                 "0.5.11", ONE_STEP, "ct129", "20261130T080000Z", last_good=lg)
+    gate = r["report"]["gates"][-1]
+    assert (r["ok"], gate["status"]) == (False, "fail")
+    assert re.search(r"^last known good: against the last known good release 0\.5\.11-0123456789ab \(sglang 0\.5\.11, "
+                     r"fingerprint \w+, verified 20261130T060000Z\): single-stream decode 37\.7 tok/s is 29\.9 % below "
+                     r"53\.8 tok/s: -29\.9 % \[-\d+\.\d, -\d+\.\d\] \(.*detects a loss of \d+\.\d % or more, cares from "
+                     r"3\.0 %\): fail; output at concurrency 4", gate["message"]), gate["message"]
+    assert "threshold" not in gate["message"]

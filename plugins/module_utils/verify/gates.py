@@ -418,8 +418,10 @@ def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regress
             + "; ".join(f"{metric_label(r['metric'])} {r['comparison']}" for r in unsure) + f"; {what}")}
     if not failed:
         return {**gate, "status": "pass", "message": f"last known good: {within_text(rows, tol, name)}; {what}"}
-    parts = [loss_text(r, "last_good", "", "last known good", tol) for r in failed]
-    msg = f"last known good: {'; '.join(parts)} of the last known good {name}; {what}; {side}"
+    parts = "; ".join(loss_text(r, "last_good", "", "last known good", tol) for r in failed)
+    msg = (f"last known good: against the last known good {name}: {parts}; {what}; {side}"
+           if any(r.get("decided_by") == "noise" for r in failed) else
+           f"last known good: {parts} of the last known good {name}; {what}; {side}")
     if accept_regression:
         return {**gate, "status": "accepted",
                 "message": msg + "; accepted as the new baseline (sglang_verify_accept_regression)"}
