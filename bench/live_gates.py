@@ -31,7 +31,10 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "lab"))
+sys.path.insert(0, str(REPO / ".collections"))
 from lab_fleet import deployed_lab_fleet, unflow  # noqa: E402
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import decode_noise_row  # noqa: E402
 
 SIM_CONFIG = {"SGLANG_SIM_CONFIG": "/etc/sglang-sim/config.json"}
 # verify's own defaults (roles/sglang_verify/defaults/main.yml) over the lab's light verify, with
@@ -75,8 +78,9 @@ def failed_report(fleet, host):
 
 
 def decode_row(report, gate_name):
+    """The gate's single-stream decode row where the noise-aware comparison tested it, else {}."""
     gate = next((g for g in report.get("gates", []) if g.get("gate") == gate_name), {})
-    return next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), {})
+    return decode_noise_row(gate) or {}
 
 
 def describe(report):
@@ -85,7 +89,7 @@ def describe(report):
     figures = ""
     for gate_name in ("history", "last_good"):
         row = decode_row(report, gate_name)
-        if row.get("effect_pct") is not None:
+        if row:
             interval = row.get("interval_pct")
             figures += (f"; {gate_name}: {row['effect_pct']:+.1f} %"
                         + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else "")
@@ -109,7 +113,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="live-gates-") as tmp, \
             deployed_lab_fleet(pathlib.Path(tmp), "sglang-livegates", "10.89.112.", hosts=(a.host,),
                                group_vars=group_vars) as fleet, loaded(a.load):
-        counts, times, failed_unchanged = {}, [], 0
+        counts, times = {}, []
         for i in range(a.verifies):
             t0 = time.monotonic()
             rc, out = fleet.play("verify.yml", "-l", a.host)
@@ -118,7 +122,6 @@ def main():
             verdict = {g["gate"]: g["status"] for g in report.get("gates", [])}
             outcome = ("fail" if rc else "inconclusive (kept)" if "inconclusive" in verdict.values() else "pass")
             counts[outcome] = counts.get(outcome, 0) + 1
-            failed_unchanged += bool(rc)
             print(f"verify {i + 1}: rc {rc}, {outcome}, {times[-1]:.0f} s: {describe(report)}", flush=True)
             if rc:
                 print("  " + "\n  ".join(report.get("failures", [])), flush=True)
@@ -140,7 +143,7 @@ def main():
     print(f"\na release {a.loss * 100:g} % slower: {describe(slow)}; "
           f"{'caught and rolled back to ' + before if caught else 'NOT rolled back (rc ' + str(rc) + ')'}, "
           f"deploy {deploy_s:.0f} s")
-    sys.exit(0 if caught and not failed_unchanged else 1)
+    sys.exit(0 if caught and not counts.get("fail") else 1)
 
 
 if __name__ == "__main__":

@@ -285,14 +285,15 @@ def slow_releases(text) -> dict:
     factor wherever they are installed (a release that is slower on this hardware), as {version: factor}."""
     out = {}
     for item in filter(None, str(text or "").split(";")):
-        version, _, factor = item.partition("=")
+        version, _, factor = (part.strip() for part in item.partition("="))
         try:
-            out[version.strip()] = float(factor)
+            value = float(factor)
         except ValueError:
-            out[version.strip()] = -1.0
-        if not version.strip() or not 0 < out[version.strip()] <= 10:
+            value = None
+        if not version or value is None or not 0 < value <= 10:
             raise SimError(f"sglang-sim: slow_release {item!r} is not <version>=<factor> with a factor in (0, 10] "
                            "(e.g. 0.5.13.post1=0.7: that release decodes at 70 %)")
+        out[version] = value
     return out
 
 
