@@ -20,7 +20,8 @@ SECURITY_MIRROR=${LAB_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 # python3-venv: ml_env makes venvs with `python3 -m venv` (brings ensurepip's pip wheel).
 # No python3-pip: Debian 12's system pip refuses installs (PEP 668); roles use venvs.
 # python3-apt + sudo: ansible.builtin.apt and become_user work as on a real host.
-PACKAGES=openssh-server,python3,python3-venv,python3-apt,sudo,ca-certificates,procps,iproute2,curl,less
+# rsync: the receiving end of sglang_model's staging (as a GPU host has it).
+PACKAGES=openssh-server,python3,python3-venv,python3-apt,sudo,ca-certificates,procps,iproute2,curl,less,rsync
 DSR_VERSION=1.7.1097
 DSR_WHEEL=docker_systemctl_replacement-${DSR_VERSION}-py3-none-any.whl
 DSR_SHA256=a73781b1fda952817174f33b2a4624403ae79e879ab0449b92e4eeda70ca8edb

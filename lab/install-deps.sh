@@ -14,12 +14,14 @@
 #   prometheus-node-exporter - not installed (its package starts a service on :9100): its
 #                         binary is unpacked into .cache/node-exporter for the test that has a
 #                         real node_exporter serve the fleet's metrics (test_fleet_metrics.py)
+# rsync: sglang_model stages model revisions to the hosts with it (resumable, bandwidth-limited).
 # uidmap is not installed: the lab is rootful and mmdebstrap runs in root mode.
 set -euo pipefail
 
 PACKAGES=(
   podman runc conmon netavark aardvark-dns iptables
   mmdebstrap openssh-client ca-certificates
+  rsync
   python3 python3-yaml python3-pip
   chromium fonts-dejavu-core
 )
