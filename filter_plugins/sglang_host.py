@@ -14,8 +14,12 @@ pair derives are added to them: no play rewrites an inventory variable with set_
     service         the systemd service sglang_service installs: name, unit_file, env_file, entrypoint
                     (what the launcher starts), launcher (sglang_common's, the unit's ExecStart) and
                     environment (its non-secret sglang_service_environment)
+    model           the model revision it serves (sglang_model, module_utils/model/spec.py parse: kind, repo
+                    or source, revision, pinned, files, name, root, path), {} when the inventory sets
+                    sglang_args.model_path itself (the model is then the user's to place)
     inventory_args  the arguments as the inventory types them (the merge)
-    args            inventory_args with the derived flags (what the server runs with)
+    args            inventory_args with the derived flags (what the server runs with): model_path is
+                    model.path when sglang_model is set
     argv            args as SGLang's command line (None when a value cannot be one: the checks say why)
     device          "cpu" when the merged arguments say `device: cpu` (a server without GPUs: no GPU
                     facts, no GPU checks, no roofline), else "cuda" (module_utils/host/args.py device_of)
@@ -24,7 +28,8 @@ pair derives are added to them: no play rewrites an inventory variable with set_
                     group, members, rank0, node_rank, nnodes, args); {} for a server of one host
     pd              the server's side of its PD pair (filter_plugins/sglang_pd.py: role, prefill_group,
                     decode_group, bootstrap_port, args); {} outside a pair
-    problems        what is wrong with its multi-node group or PD pair (the prelude refuses the host)
+    problems        what is wrong with its sglang_model, multi-node group or PD pair (the prelude refuses the
+                    host), and replicas behind one router declared with different model revisions
     serves_api      false on the ranks of a multi-node server other than 0 (they serve health alone)
 """
 
@@ -33,6 +38,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
 from ansible_collections.sglang.fleet.filter_plugins import sglang_pd as pd
 from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
+from ansible_collections.sglang.fleet.plugins.module_utils.model import spec as model_spec
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import VENV_MARKER
 
 # The roles' defaults for what the inventory may leave unset (tests/unit/test_sglang_host.py checks
@@ -49,7 +55,9 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
     inventory_args = sglang_args.inventory_args(hv)
     node = multinode.sglang_multinode_plan(me, hostvars, groups, play_hosts_all)
     side = pd.sglang_pd_plan(me, hostvars, groups)
-    args = {**inventory_args, **node.get("args", {}), **side.get("args", {})}
+    model, model_problems = _model(me, hv, inventory_args, hostvars, groups)
+    derived = {"model_path": model["path"]} if model else {}
+    args = {**inventory_args, **derived, **node.get("args", {}), **side.get("args", {})}
     try:
         argv = sglang_args.to_argv(args)
     except sglang_args.ArgsError:
@@ -73,6 +81,7 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
             "environment": dict(hv.get("sglang_service_environment") or {}),
             "launcher": LAUNCHER,
         },
+        "model": model,
         "inventory_args": inventory_args,
         "args": args,
         "argv": argv,
@@ -80,9 +89,40 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
         "url": sglang_args.local_url(args),
         "multinode": node if node.get("group") else {},
         "pd": side if side.get("role") else {},
-        "problems": node["problems"] + side["problems"],
+        "problems": model_problems + node["problems"] + side["problems"],
         "serves_api": node.get("node_rank", 0) == 0,
     }
+
+
+def _model(me, hv, inventory_args, hostvars, groups):
+    """(the parsed sglang_model or {}, problems): a bad declaration, a model_path that says otherwise,
+    or a replica behind the same router (sglang_router_host) declared with another revision."""
+    declared = hv.get("sglang_model")
+    if not declared:
+        return {}, []
+    try:
+        model = model_spec.parse(declared, hv.get("sglang_model_root"))
+    except model_spec.ModelSpecError as exc:
+        return {}, [str(exc)]
+    problems = []
+    path = inventory_args.get("model_path")
+    if path and path != model["path"]:
+        problems.append(f"sglang_args.model_path {path} disagrees with sglang_model, which is staged to {model['path']}: "
+                        "remove model_path (sglang_model sets it)")
+    router = hv.get("sglang_router_host")
+    if router:
+        for peer in sorted(groups.get("sglang_servers", [])):
+            other = hostvars[peer]
+            if peer == me or other.get("sglang_router_host") != router:
+                continue
+            theirs = other.get("sglang_model") or {}
+            if {k: theirs.get(k) for k in ("repo", "source", "revision")} != \
+                    {k: declared.get(k) for k in ("repo", "source", "revision")}:
+                problems.append(f"{peer}, another replica behind router {router}, serves "
+                                f"{model_spec.describe(theirs) or 'a model_path of its own'}, this host "
+                                f"{model_spec.describe(model)}: give the replicas of one router the same sglang_model")
+                break
+    return model, problems
 
 
 def sglang_host_variant(model, version, args):

@@ -20,6 +20,7 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / ".collections")]  # the collection imports as Ansible imports it
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host  # noqa: E402
+from ansible_collections.sglang.fleet.plugins.module_utils.model import spec as model_spec  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.report import fleet_reports  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import AUTO_DISABLED, UNAVAILABLE  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import decode_noise_row  # noqa: E402
@@ -27,7 +28,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import d
 NOT_ON = (AUTO_DISABLED, UNAVAILABLE)   # statuses the "left on the table" column lists
 # A CPU host's cells (`device: cpu`): its GPUs, and the GPU roofline, which is not applicable there.
 CPU_HOST, CPU_NA = "none (CPU host)", "n/a (CPU host)"
-COLUMNS = ["host", "sglang", "release", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "vs history",
+COLUMNS = ["host", "sglang", "release", "model", "gpus", "compat", "audit", "verify", "drift", "decode tok/s", "vs history",
            "roofline tok/s", "of roofline", "left on the table", "upgrade preview"]
 
 
@@ -45,6 +46,8 @@ def host_row(folder):
         row["ok"] &= status != "blocked"
     if release:  # the release deploy last recorded (rolled-back failures are recorded too)
         row["release"] = f"{release.get('id', '?')} ({release.get('status', '?')})"
+        # the revision it ran (sglang_model), else the folder the inventory gave
+        row["model"] = model_spec.describe(release.get("model")) or release.get("model_path") or "-"
     if audit:
         sg, hw = audit.get("sglang", {}), audit.get("hardware", {})
         row["sglang"] = f"{sg.get('version', '?')} (era {sg.get('era', '?')})"

@@ -116,3 +116,51 @@ def test_the_paths_follow_the_inventory():
                             "launcher": "/usr/local/lib/sglang-fleet/sglang_launch.py", "environment": {}}
     hv["solo"]["ml_env_root"] = "/srv/envs"  # ml_env's own root wins: it is where ml_env builds
     assert model("solo", hv, groups)["venv"] == "/srv/envs/sglang-0.5.11"
+
+
+SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def test_sglang_model_derives_model_path_under_the_model_root():
+    hv, groups = fleet()
+    hv["solo"]["sglang_args"] = {"port": 31000}
+    hv["solo"]["sglang_model"] = {"repo": "Qwen/Qwen3-8B", "revision": SHA_A}
+    m = model("solo", hv, groups)
+    assert m["args"]["model_path"] == f"/var/lib/sglang-fleet/models/Qwen--Qwen3-8B/{SHA_A}"
+    assert "model_path" not in m["inventory_args"] and m["argv"][:2] == ["--model-path", m["args"]["model_path"]]
+    assert (m["model"]["kind"], m["model"]["pinned"], m["model"]["files"], m["problems"]) == ("hub", True, ["*"], [])
+    hv["solo"]["sglang_model_root"] = "/data/models/"
+    assert model("solo", hv, groups)["args"]["model_path"] == f"/data/models/Qwen--Qwen3-8B/{SHA_A}"
+
+
+def test_a_host_without_sglang_model_keeps_its_own_model_path():
+    m = model("solo")
+    assert m["model"] == {} and m["args"]["model_path"] == "/models/solo"
+
+
+def test_sglang_model_and_a_different_model_path_are_refused():
+    hv, groups = fleet()
+    hv["solo"]["sglang_model"] = {"repo": "Qwen/Qwen3-8B", "revision": SHA_A}
+    (problem,) = model("solo", hv, groups)["problems"]
+    assert "sglang_args.model_path /models/solo disagrees with sglang_model" in problem and "remove model_path" in problem
+
+
+def test_a_bad_sglang_model_is_a_problem_naming_the_key():
+    hv, groups = fleet()
+    hv["solo"]["sglang_args"] = {}
+    hv["solo"]["sglang_model"] = {"repo": "Qwen/Qwen3-8B", "revison": SHA_A}
+    (problem,) = model("solo", hv, groups)["problems"]
+    assert "unknown key(s) revison" in problem
+
+
+def test_replicas_behind_one_router_must_serve_the_same_revision():
+    hv, groups = fleet()
+    for name, sha in (("r1", SHA_A), ("r2", SHA_B), ("r3", SHA_A)):
+        hv[name] = {"sglang_version": "0.5.23", "sglang_router_host": "router", "sglang_args": {},
+                    "sglang_model": {"repo": "Qwen/Qwen3-8B", "revision": sha}}
+    groups["sglang_servers"] += ["r1", "r2", "r3"]
+    (problem,) = host.sglang_host_model("r1", hv, groups, ["r1"])["problems"]
+    assert problem.startswith("r2, another replica behind router router, serves Qwen/Qwen3-8B@bbbbbbbbbbbb")
+    assert host.sglang_host_model("r3", hv, groups, ["r3"])["problems"] != []
+    hv["r2"]["sglang_model"]["revision"] = SHA_A
+    assert host.sglang_host_model("r1", hv, groups, ["r1"])["problems"] == []

@@ -1,0 +1,80 @@
+"""A model revision's lock: every file's size and sha256, like the wheel lock, kept next to the
+inventory (`<inventory>/model-locks/<name>/<revision>.json`) so that a review sees what a fleet
+serves and a later fetch can only agree with it.
+
+    {"format": 1, "repo": "Qwen/Qwen3-8B" | null, "source": null | "/controller/folder",
+     "revision": "<commit or label>", "files": [{"path", "size", "sha256"}, ...]}   (sorted by path)
+
+Stdlib only.
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+
+FORMAT = 1
+CHUNK = 8 << 20
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def make(model, files):
+    """The lock of `model` (a parsed sglang_model) with `files` [{path, size, sha256}]."""
+    return {"format": FORMAT, "repo": model.get("repo"), "source": model.get("source"),
+            "revision": model["revision"], "files": sorted(files, key=lambda f: f["path"])}
+
+
+def total_bytes(lock):
+    return sum(f["size"] for f in lock["files"])
+
+
+def path_of(lock_dir, model):
+    return os.path.join(lock_dir, model["name"], f"{model['revision']}.json")
+
+
+def read(path):
+    """The lock at `path`, or None when there is none."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+
+
+def write(path, lock):
+    """Write the lock atomically (0644), its parent folders made."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(lock, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def differences(expected, actual, what="the lock"):
+    """Lines naming each file whose size or sha256 differs between two file lists (or that only one
+    has); `actual` entries may leave sha256 out (a listing that only knows sizes)."""
+    mine = {f["path"]: f for f in expected}
+    theirs = {f["path"]: f for f in actual}
+    lines = [f"{p}: not in {what}" for p in sorted(set(theirs) - set(mine))]
+    lines += [f"{p}: in {what}, missing here" for p in sorted(set(mine) - set(theirs))]
+    for p in sorted(set(mine) & set(theirs)):
+        a, b = mine[p], theirs[p]
+        if b.get("size") is not None and a["size"] != b["size"]:
+            lines.append(f"{p}: {b['size']} bytes, {what} says {a['size']}")
+        elif b.get("sha256") and a["sha256"] != b["sha256"]:
+            lines.append(f"{p}: sha256 {b['sha256']}, {what} says {a['sha256']}")
+    return lines
