@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 LAB_INVENTORY := inventories/lab/hosts.yml
-LAB_HOSTS := ct129 h200x2 h200x1 h200x1b cpu1 router
+LAB_HOSTS := ct129 h200x2 h200x1 h200x1b cpu1 h200x1s router
 PLAYBOOK := $(BIN)/ansible-playbook -i $(LAB_INVENTORY)
 # The fleet report's page with charts (make report, make demo)
 REPORT_HTML ?= reports/fleet-report.html

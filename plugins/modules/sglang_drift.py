@@ -29,6 +29,12 @@ options:
   server_url: {description: Base URL of the running server on the host ("" to skip the resolved settings)., type: str, default: ""}
   api_key: {description: The server's API key (sent as a Bearer token)., type: str, default: ""}
   timeout: {description: Seconds for each HTTP request., type: int, default: 10}
+  model:
+    description:
+      - "The staged model revision to compare with the marker written when it was checked - C({path, mode}),
+        mode C(sizes) (sizes and mtimes) or C(deep) (every sha256 against the lock); {} to skip."
+    type: dict
+    default: {}
   fleet:
     description:
       - "Summarise the fleet instead of reading a host - C({host: report}), a report being this
@@ -93,6 +99,7 @@ def main():
             server_url=dict(type="str", default=""),
             api_key=dict(type="str", default="", no_log=True),
             timeout=dict(type="int", default=10),
+            model=dict(type="dict", default={}),
             fleet=dict(type="dict"),
         ),
         supports_check_mode=True,
@@ -106,7 +113,8 @@ def main():
     try:
         desired = desired_state(p["host"], p["version"], p["venv"], p["entrypoint"], p["args"],
                                 service=p["service"], unit_file=p["unit_file"], launcher=p["launcher"],
-                                lock_file=p["lock_file"] or "", env_root=p["env_root"] or "")
+                                lock_file=p["lock_file"] or "", env_root=p["env_root"] or "",
+                                model=p["model"] or {})
     except DriftError as exc:
         module.fail_json(msg=str(exc))
 

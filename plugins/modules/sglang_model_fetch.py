@@ -5,7 +5,7 @@ DOCUMENTATION = r"""
 module: sglang_model_fetch
 short_description: Fetch a model revision on the controller (hub or folder) and write or check its lock
 description:
-  - Runs on the controller (C(delegate_to: localhost)). For a hub revision, the real huggingface_hub
+  - Runs on the controller (C(delegate_to=localhost)). For a hub revision, the real huggingface_hub
     client resolves O(model.revision) (a branch, tag or short commit is refused with the commit it
     resolves to now), lists the files O(model.files) selects, downloads them into
     O(cache_dir)/<name>/<revision>/ and checks every byte against the hub's sizes and LFS sha256.
@@ -15,12 +15,13 @@ description:
   - Fails with a message that names the fix for an unknown repo or revision, a gated repo without
     a token, globs that match nothing, a lock that disagrees, a download that does not match.
   - Changes only the controller's cache and lock folders; a no-op when the cache holds the locked revision.
+    Under check mode the revision is fetched and checked all the same, but no lock is written.
 options:
-  model: {description: The host model's parsed sglang_model (sglang_host.model)., type: dict, required: true}
-  lock_dir: {description: Folder of the locks (sglang_model_lock_dir)., type: path, required: true}
-  cache_dir: {description: The controller's download cache (sglang_model_cache_dir)., type: path, required: true}
-  endpoint: {description: The hub's URL; empty = HF_ENDPOINT, else https://huggingface.co., type: str, default: ""}
-  token: {description: A hub token (sglang_model_hf_token; never logged). Empty = HF_TOKEN or none., type: str, default: "", no_log: true}
+  model: {description: "The host model's parsed sglang_model (sglang_host.model).", type: dict, required: true}
+  lock_dir: {description: "Folder of the locks (sglang_model_lock_dir).", type: path, required: true}
+  cache_dir: {description: "The controller's download cache (sglang_model_cache_dir).", type: path, required: true}
+  endpoint: {description: "The hub's URL; empty = HF_ENDPOINT, else https://huggingface.co.", type: str, default: ""}
+  token: {description: "A hub token (sglang_model_hf_token; never logged). Empty = HF_TOKEN or none.", type: str, default: "", no_log: true}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -40,12 +41,12 @@ lock:
   description: The revision's lock (format, repo, source, revision, files [path, size, sha256]).
   type: dict
   returned: success
-lock_file: {description: Where the lock is., type: str, returned: success}
-lock_written: {description: True when this run wrote the lock (there was none)., type: bool, returned: success}
-folder: {description: The controller folder the revision is staged from., type: str, returned: success}
-downloaded_bytes: {description: Bytes this run downloaded (0 when the cache held the revision)., type: int, returned: success}
-total_bytes: {description: The revision's size., type: int, returned: success}
-model_facts: {description: config.json keys and weight bytes, read from the controller's copy (for the host checks)., type: dict, returned: success}
+lock_file: {description: "Where the lock is.", type: str, returned: success}
+lock_written: {description: "True when this run wrote the lock (there was none).", type: bool, returned: success}
+folder: {description: "The controller folder the revision is staged from.", type: str, returned: success}
+downloaded_bytes: {description: "Bytes this run downloaded (0 when the cache held the revision).", type: int, returned: success}
+total_bytes: {description: "The revision's size.", type: int, returned: success}
+model_facts: {description: "config.json keys and weight bytes, read from the controller's copy (for the host checks).", type: dict, returned: success}
 """
 
 import os
@@ -69,7 +70,8 @@ def main():
     p = module.params
     endpoint = (p["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     try:
-        result = fetch(p["model"], p["lock_dir"], p["cache_dir"], endpoint=endpoint, token=p["token"] or None)
+        result = fetch(p["model"], p["lock_dir"], p["cache_dir"], endpoint=endpoint, token=p["token"] or None,
+                       write_lock=not module.check_mode)
     except FetchError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=result["lock_written"] or result["downloaded_bytes"] > 0, endpoint=endpoint, **result)

@@ -12,8 +12,9 @@ description:
     being replaced is never removed (it stays for rollback).
   - O(state=check) compares the files with the lock (O(mode=sizes), or O(mode=deep) for sha256 too).
     Problems do not fail the task - it returns RV(ok)=false and RV(lines); the role decides.
-  - O(state=mark) checks the same way, fails on a problem, and writes the marker
+  - O(state=mark) checks the same way and, when nothing is wrong, writes the marker
     C(.sglang-fleet-model.json) (the lock, the check, each file's mtime); the revision is then staged.
+    A problem leaves no marker and returns RV(ok)=false with RV(problems), as O(state=check) does.
   - O(state=drift) compares a staged revision with its marker (sizes and mtimes, or sha256 with
     O(mode=deep)); like O(state=check) it returns RV(ok) and never fails on a problem.
   - O(state=collect) removes the revisions under O(root) that are not in O(keep), only those
@@ -115,9 +116,12 @@ def main():
             problems, extra = check(path, files, mode) if state == "check" else (drift(path, mode), None)
             result = {"ok": not problems, "problems": problems, "lines": [x["line"] for x in problems]}
             module.exit_json(changed=False, **result, **({} if extra is None else {"extra": extra}))
-        if state == "mark":
-            changed, marker = mark(path, p["lock"], mode, p["now"], write=not module.check_mode)
-            module.exit_json(changed=changed, marker=marker)
+        if state == "mark":  # check, then mark when nothing is wrong (one read of every byte in deep mode)
+            problems, extra = check(path, files, mode)
+            if problems:
+                module.exit_json(changed=False, ok=False, problems=problems, lines=[x["line"] for x in problems], extra=extra)
+            changed, marker = mark(path, p["lock"], mode, p["now"], write=not module.check_mode, checked=True)
+            module.exit_json(changed=changed, ok=True, problems=[], lines=[], extra=extra, marker=marker)
         removed, freed = collect(p["root"], p["keep"], dry_run=module.check_mode)
         module.exit_json(changed=bool(removed), removed=removed, freed_bytes=freed)
     except (ModelFilesError, OSError) as exc:

@@ -78,7 +78,7 @@ def test_up_refuses_at_once_before_building_or_touching_anything(lab, tmp_path, 
         monkeypatch.setattr(lab, name, must_not_run)
     assert lab.main(["up", "--inventory", INVENTORY]) == 1
     assert capsys.readouterr().err == (
-        f"lab.py: error: sglang-lab-cpu1, sglang-lab-ct129, sglang-lab-h200x1, sglang-lab-h200x1b, sglang-lab-h200x2, sglang-lab-router are "
+        f"lab.py: error: sglang-lab-cpu1, sglang-lab-ct129, sglang-lab-h200x1, sglang-lab-h200x1b, sglang-lab-h200x1s, sglang-lab-h200x2, sglang-lab-router are "
         f"part of the lab fleet of another "
         f"checkout, {checkout}: only its lab key is accepted there, so SSH from this checkout would be refused\n"
         f"Either remove that fleet in {checkout} (`make lab-down` there for the default fleet; this one: "

@@ -296,11 +296,12 @@ def test_module_plan_and_check(rev):
     assert not os.path.exists(os.path.join(folder, MARKER))
 
 
-def test_module_mark_fails_naming_the_file_and_collect_in_check_mode_removes_nothing(rev, tmp_path):
+def test_module_mark_writes_no_marker_over_a_problem_and_collect_in_check_mode_removes_nothing(rev, tmp_path):
     folder, lock = rev
     os.unlink(os.path.join(folder, "config.json"))
     rc, result, out = run_module({"state": "mark", "path": folder, "lock": lock, "now": "t"}, module="sglang_model_files")
-    assert rc != 0 and result["msg"] == f"sglang_model_files: {folder} is not what the lock says:\nconfig.json: missing", out
+    assert rc == 0 and result["ok"] is False and result["lines"] == ["config.json: missing"], out
+    assert result["changed"] is False and not os.path.exists(os.path.join(folder, MARKER))
     stage(folder, {"config.json": CONTENT["config.json"]})
     mark(folder, lock, "sizes", "t")
     rc, result, out = run_module({"state": "collect", "root": str(tmp_path / "models"), "keep": []},

@@ -4,6 +4,8 @@ stage over real SSH to lab hosts)."""
 import hashlib
 import os
 import shutil
+import subprocess
+import time
 
 import pytest
 
@@ -97,3 +99,21 @@ def test_globs_that_match_nothing_are_refused(tmp_path):
     model = spec.parse({"source": str(tmp_path / "ft"), "revision": "v1", "files": ["*.safetensors"]})
     with pytest.raises(fetch.FetchError, match=r"match no file under"):
         fetch.fetch(model, str(tmp_path / "locks"), str(tmp_path / "cache"))
+
+
+def test_a_copy_stopped_by_its_timeout_keeps_what_it_sent_and_the_next_run_finishes_it(tmp_path, local_ssh):
+    data = os.urandom(3_000_000)
+    make_source(tmp_path / "src", {"big": data})
+    dest = tmp_path / "host" / "rev"
+    with pytest.raises(subprocess.TimeoutExpired):
+        stage.stage(str(tmp_path / "src"), str(dest), ["big"], "host", local_ssh, bwlimit="500K", timeout=2)
+    kept = dest / stage.PARTIAL_DIR / "big"
+    for _ in range(50):   # the receiving rsync saves its partial file once it sees the sender gone
+        if kept.exists():
+            break
+        time.sleep(0.1)
+    sent = kept.stat().st_size
+    assert 0 < sent < len(data)
+    done = stage.stage(str(tmp_path / "src"), str(dest), ["big"], "host", local_ssh)
+    assert done["rc"] == 0 and (dest / "big").read_bytes() == data
+    assert done["literal_bytes"] <= len(data) - sent + 65536, (done, sent)   # the rest, not the whole file again

@@ -9,7 +9,8 @@ Four views of reality, each compared with the desired state (version, venv, entr
   and compared setting by setting with the desired one, normalised the same way;
 - the unit file on disk against the running process (edited but not restarted: pending restart);
 - the installed release in the desired venv, its ml_env marker against the lock, ``current``;
-- optionally the running server's resolved settings (``/server_info``) for the keys the host sets.
+- optionally the running server's resolved settings (``/server_info``) for the keys the host sets;
+- the staged model revision (sglang_model) against its marker: sizes and mtimes, or every sha256.
 
     observed = observe(desired, run=..., ...)     # on the host: systemctl, /proc, files, HTTP
     items = compare(src, desired, observed)       # pure: [{what, desired, actual, fix}]
@@ -37,6 +38,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     redact_argv,
     to_argv,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.model import files as model_files
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
@@ -138,6 +140,12 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
     current = inst.get("current")
     if current is not None and current != desired["venv"]:
         items.append(_item("ml_env current", desired["venv"], current, deploy))
+
+    # (m) the staged model revision: its files against the marker written when they were checked
+    for problem in observed.get("model") or []:
+        items.append(_item(f"model file {problem['path']}", problem.get("expected"), problem.get("actual"),
+                           f"{deploy} -e sglang_release_skip_unchanged=false -e sglang_model_verify=deep "
+                           "(checks every file and sends the wrong ones again)"))
 
     # (a) the service
     svc = observed.get("service") or {}
@@ -271,6 +279,9 @@ def observe(desired: dict, run, *, server_url: str = "", api_key: str = "", time
                                     desired.get("env_root", ""))
     svc = read_service(run, desired.get("service", "sglang"), desired["unit_file"])
     observed = {"installed": installed, "service": svc, "unit": {}, "running": None, "server": None}
+    model = desired.get("model") or {}
+    if model.get("path"):
+        observed["model"] = model_files.drift(model["path"], model.get("mode") or "sizes")
     if svc["installed"]:
         observed["unit"] = {"path": desired["unit_file"], "argv": read_unit_argv(desired["unit_file"])}
     cmd = read_cmdline(svc["main_pid"], proc) if svc["active_state"] in ("active", "reloading") else None

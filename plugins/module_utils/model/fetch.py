@@ -140,9 +140,10 @@ def _disagrees(known, endpoint, wrong):
             "A commit's files cannot change on a hub: check the endpoint, or delete the lock to take the hub's files")
 
 
-def fetch(model, lock_dir, cache_dir, endpoint=None, token=None):
-    """Fetch `model` (a parsed sglang_model) and write its lock when it has none. Returns {lock, lock_file,
-    lock_written, folder, downloaded_bytes, total_bytes, model_facts}; raises FetchError."""
+def fetch(model, lock_dir, cache_dir, endpoint=None, token=None, write_lock=True):
+    """Fetch `model` (a parsed sglang_model) and write its lock when it has none (unless `write_lock` is
+    false: --check). Returns {lock, lock_file, lock_written, folder, downloaded_bytes, total_bytes,
+    model_facts}; raises FetchError."""
     lock_file = model_lock.path_of(lock_dir, model)
     try:
         known = model_lock.read(lock_file)
@@ -153,8 +154,8 @@ def fetch(model, lock_dir, cache_dir, endpoint=None, token=None):
     else:
         files, folder, downloaded = fetch_source(model, known, cache_dir)
     lock = model_lock.make(model, files)
-    if not known:
+    if not known and write_lock:
         model_lock.write(lock_file, lock)
-    return {"lock": lock, "lock_file": lock_file, "lock_written": not known, "folder": folder,
+    return {"lock": lock, "lock_file": lock_file, "lock_written": not known and write_lock, "folder": folder,
             "downloaded_bytes": downloaded, "total_bytes": model_lock.total_bytes(lock),
             "model_facts": model_facts(folder)}

@@ -224,15 +224,16 @@ def read_marker(path):
     return marker
 
 
-def mark(path, lock, mode, now, write=True):
+def mark(path, lock, mode, now, write=True, checked=False):
     """Check revision folder `path` against `lock` (mode sizes|deep) and record it as staged: the
     marker holds the lock, how and when it was checked and each file's mtime (ns) right after.
+    `checked`: the caller's check in that mode just passed (a deep check is not read twice).
 
     Raises ModelFilesError with one line per problem. Returns (changed, marker); nothing is
     written when the marker already says the same with as strong a check, or when not `write`.
     """
     _validate_lock(path, lock)
-    problems, _extra = check(path, lock["files"], mode)
+    problems = [] if checked else check(path, lock["files"], mode)[0]
     if problems:
         raise ModelFilesError(f"{path} is not what the lock says:\n" + "\n".join(p["line"] for p in problems))
     marker = {key: lock.get(key) for key in ("repo", "source", "revision", "files")}
