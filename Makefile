@@ -12,7 +12,7 @@ REPORT_HTML ?= reports/fleet-report.html
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint sanity unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare \
+.PHONY: help demo test lint sanity unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare lab-hub \
         lab-test-real-replica deploy lock clean
 
 help: ## List the targets
@@ -43,10 +43,17 @@ lab-status: venv ## Which lab hosts answer SSH
 lab-smoke: lab-image ## Check the lab hosts' systemd stand-in on a throwaway network
 	bash lab/smoke.sh
 
-lab-down: venv ## Remove the lab fleet
+lab-down: venv ## Remove the lab fleet and stop its hub
 	$(PY) lab/lab.py down --inventory $(LAB_INVENTORY)
+	$(PY) lab/hub/hub.py down --dir .lab/hub
 
-lab-prepare: lab-up ## Put the simulator and the declared models on the lab hosts
+# The lab fleet's Hugging Face hub on the controller (lab/hub: olah behind a thin front), which
+# inventories/lab/group_vars/sglang_lab.yml names: cpu1's and h200x1s's models come from it.
+LAB_HUB_PORT := 18901
+lab-hub: venv ## Start the lab's hub (olah, a real HF mirror) with its generated repositories
+	$(PY) lab/hub/hub.py up --dir .lab/hub --port $(LAB_HUB_PORT)
+
+lab-prepare: lab-up lab-hub ## Put the simulator and the declared models on the lab hosts, start the lab's hub
 	$(PLAYBOOK) lab/prepare.yml
 
 deploy: venv ## ansible-playbook deploy.yml on the lab fleet

@@ -11,6 +11,7 @@ Standard library only; see lab/hub/README.md.
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -32,7 +33,7 @@ ORG = "sglang-lab"
 GATED = [f"{ORG}/gated-model"]
 LFS_SUFFIXES = (".safetensors", ".bin")
 GITATTRIBUTES = "".join(f"*{s} filter=lfs diff=lfs merge=lfs -text\n" for s in LFS_SUFFIXES)
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 
 # -- olah's virtualenv -------------------------------------------------------------------------------
@@ -42,8 +43,15 @@ def ensure_venv():
     with open(LOCK, "rb") as f:
         stamp = hashlib.sha256(f.read()).hexdigest()
     stamp_file = os.path.join(VENV, "lab-lock.sha256")
-    if os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
-        return
+    os.makedirs(os.path.dirname(VENV), exist_ok=True)
+    with open(VENV + ".lock", "w") as guard:   # two test processes may start a hub at once
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
+            return
+        _build_venv(stamp, stamp_file)
+
+
+def _build_venv(stamp, stamp_file):
     shutil.rmtree(VENV, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
     subprocess.run([os.path.join(VENV, "bin", "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
@@ -70,6 +78,11 @@ def tiny_llama_commits():
     return [("tiny Llama (lab/real_sglang/make_tiny_model.py, seed 0)", files)]
 
 
+QWEN3_8B_CONFIG = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
+                   "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "intermediate_size": 12288, "vocab_size": 151936, "max_position_embeddings": 40960}
+
+
 def bulk_commits(total_mb, shards=4):
     """Two commits; the second rewrites one shard and config.json, so a new revision moves part of it."""
     size = max(total_mb * (1 << 20) // shards, 1)
@@ -78,9 +91,8 @@ def bulk_commits(total_mb, shards=4):
     def shard(k, version):
         return safetensors_u8(f"layers.{k}.weight", random.Random(f"bulk-{k}-v{version}").randbytes(size))
 
-    def config(version):
-        return (json.dumps({"architectures": ["LabBulkModel"], "model_type": "lab-bulk", "lab_revision": version},
-                           indent=2) + "\n").encode()
+    def config(version):  # a Qwen3-8B's (h200x1's lab_model): the simulator serving it reads this file
+        return (json.dumps({**QWEN3_8B_CONFIG, "lab_revision": version}, indent=2) + "\n").encode()
     index = {"metadata": {"total_size": size * shards},
              "weight_map": {f"layers.{k}.weight": names[k - 1] for k in range(1, shards + 1)}}
     first = {"README.md": b"---\nlicense: apache-2.0\n---\n# bulk-model\n\nLab data: deterministic bytes.\n",

@@ -142,8 +142,14 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
         items.append(_item("ml_env current", desired["venv"], current, deploy))
 
     # (m) the staged model revision: its files against the marker written when they were checked
+    model = desired.get("model") or {}
     for problem in observed.get("model") or []:
-        items.append(_item(f"model file {problem['path']}", problem.get("expected"), problem.get("actual"),
+        desired_, actual = problem.get("expected"), problem.get("actual")
+        if problem.get("problem") == "modified":
+            desired_, actual = "as checked when staged", "modified since (same size, another mtime)"
+        elif problem.get("problem") == "size":
+            desired_, actual = f"{desired_} bytes", f"{actual} bytes"
+        items.append(_item(f"model file {problem['path'] or model.get('path')}", desired_, actual,
                            f"{deploy} -e sglang_release_skip_unchanged=false -e sglang_model_verify=deep "
                            "(checks every file and sends the wrong ones again)"))
 

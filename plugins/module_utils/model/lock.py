@@ -75,6 +75,6 @@ def differences(expected, actual, what="the lock"):
         a, b = mine[p], theirs[p]
         if b.get("size") is not None and a["size"] != b["size"]:
             lines.append(f"{p}: {b['size']} bytes, {what} says {a['size']}")
-        elif b.get("sha256") and a["sha256"] != b["sha256"]:
+        elif a.get("sha256") and b.get("sha256") and a["sha256"] != b["sha256"]:
             lines.append(f"{p}: sha256 {b['sha256']}, {what} says {a['sha256']}")
     return lines
