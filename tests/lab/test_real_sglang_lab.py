@@ -2,7 +2,8 @@
 
 No simulator: lab host cpu1 (inventories/lab/host_vars/cpu1.yml) gets the full profile (the
 hash-locked torch / sglang-kernel / flashinfer lock a GPU host gets, ~4 GB of wheels from the
-controller's wheelhouse), SGLang's CPU path, a tiny Llama written by lab/prepare.yml, and the lab's
+controller's wheelhouse), SGLang's CPU path, a tiny Llama from a lab hub of its own (lab/hub, staged
+by deploy.yml's sglang_model and loaded by the real server), and the lab's
 stand-in for sgl_kernel's CPU build (lab/real_sglang/README.md). A canary SGLANG_API_KEY is on from
 the first deploy; the last test searches every byte the plays printed, the reports and the
 service's log for it. Needs podman and the lab image (make lab-image); the first deploy downloads
@@ -28,6 +29,7 @@ import time
 import pytest
 import yaml
 from lab_fleet import LIGHT_VERIFY, lab_fleet, recap, unflow
+from lab_hub import lab_hub
 from router_client import Load, RouterClient
 
 pytestmark = pytest.mark.lab
@@ -36,10 +38,13 @@ HOST = "cpu1"
 REPLICA, ROUTER = "cpu2", "router"   # the router test's second replica, and its router
 SUBNET = "10.89.111."
 CANARY = f"canary-real-{secrets.token_hex(6)}"
-ARGS = {"model_path": "/models/tiny-llama", "device": "cpu", "attention_backend": "torch_native",
-        "max_total_tokens": 8192}
+ARGS = {"device": "cpu", "attention_backend": "torch_native", "max_total_tokens": 8192}
 VENV = "/opt/ml-env/sglang-0.5.23"
 REPO = pathlib.Path(__file__).resolve().parents[2]
+# cpu1's model, from the lab's hub (a hub of this module's own): staged by deploy.yml, loaded by the real server
+MODEL = yaml.safe_load((REPO / "inventories" / "lab" / "host_vars" / f"{HOST}.yml").read_text())["sglang_model"]
+MODEL_PATH = f"/var/lib/sglang-fleet/models/sglang-lab--tiny-llama/{MODEL['revision']}"
+CAPTURED_MODEL_PATH = "/models/tiny-llama"   # where the model was when the probes were captured
 PROBE = REPO / "lab" / "real_sglang" / "probe.py"
 CAPTURE = REPO / "tests" / "fixtures" / "real_sglang" / "0.5.23-cpu-probes.json"
 LOG = "/var/log/journal/sglang.service.log"   # the lab's journal (lab/README.md)
@@ -65,7 +70,7 @@ def simulated_replica():
     (a run measured 80,000 and failed its last-good gate)."""
     return {"sglang_version": "0.5.23",
             "sglang_hardware": {"gpu_model": "NVIDIA H200", "gpu_count": 1, "driver_version": "580.159.04"},
-            "sglang_args": {"model_path": ARGS["model_path"], "tp_size": 1},
+            "sglang_args": {"tp_size": 1}, "sglang_model": MODEL,
             "lab_model": {"weight_bytes": 16_400_000_000, "config": tiny_llama_config()}}
 
 
@@ -93,8 +98,9 @@ def real(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("real")
     secret_vars = tmp / "secrets.json"
     secret_vars.write_text(json.dumps({"sglang_service_secrets": {"SGLANG_API_KEY": CANARY}}))
-    with lab_fleet(tmp, "sglang-real", SUBNET, hosts=(HOST,), group_vars=LIGHT_VERIFY,
-                   extend=with_replica_and_router) as fleet:
+    with lab_hub(tmp / "hub") as hub, \
+            lab_fleet(tmp, "sglang-real", SUBNET, hosts=(HOST,), group_vars=LIGHT_VERIFY, extend=with_replica_and_router,
+                      extra_vars={"sglang_model_endpoint": hub["endpoint"]}) as fleet:
         fleet.outputs = {}
 
         def play(name, playbook, *args, limit=HOST, timeout=900):
@@ -226,8 +232,9 @@ def test_the_real_server_still_answers_the_probes_as_captured(real):
     """The simulator's fidelity test compares it with a capture of this server's answers
     (tests/fixtures/real_sglang/0.5.23-cpu-probes.json); the live server must still answer the same."""
     real.podman("cp", str(PROBE), f"sglang-real-{HOST}:/tmp/probe.py")
-    live = json.loads(real.ssh(HOST, f"python3 /tmp/probe.py --base-url http://127.0.0.1:30000 --api-key {CANARY} "
-                                     "--model /models/tiny-llama"))
+    answers = real.ssh(HOST, f"python3 /tmp/probe.py --base-url http://127.0.0.1:30000 --api-key {CANARY} "
+                             f"--model {MODEL_PATH}")
+    live = json.loads(answers.replace(MODEL_PATH, CAPTURED_MODEL_PATH))   # the same model, staged by sglang_model
     captured = json.loads(CAPTURE.read_text())
     assert sorted(live) == sorted(captured)
     for name in sorted(captured):
