@@ -14,7 +14,8 @@ description:
     there is none; when there is one, the hub's listing and the bytes must agree with it.
   - Fails with a message that names the fix for an unknown repo or revision, a gated repo without
     a token, globs that match nothing, a lock that disagrees, a download that does not match.
-  - Changes only the controller's cache and lock folders; a no-op when the cache holds the locked revision.
+  - Changes only the controller's cache and lock folders, and reports a change only when it writes a lock
+    (a filled download cache is no change, as ml_env's wheelhouse is none).
     Under check mode the revision is fetched and checked all the same, but no lock is written.
 options:
   model: {description: "The host model's parsed sglang_model (sglang_host.model).", type: dict, required: true}
@@ -74,7 +75,8 @@ def main():
                        write_lock=not module.check_mode)
     except FetchError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=result["lock_written"] or result["downloaded_bytes"] > 0, endpoint=endpoint, **result)
+    # the download cache is not a change (as ml_env's wheelhouse); a new lock is one (a file to commit)
+    module.exit_json(changed=result["lock_written"], endpoint=endpoint, **result)
 
 
 if __name__ == "__main__":

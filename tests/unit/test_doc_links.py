@@ -81,8 +81,8 @@ def test_the_readme_opens_with_the_two_commands_then_the_architecture_within_200
     lines = (REPO / "README.md").read_text().splitlines()
     assert lines[:6] == [
         "# sglang-fleet", "", "```sh",
-        "make demo   # lab fleet up (5 Debian servers, one running the real SGLang on its CPU, + a router host, over "
-        "SSH), router, deploy (checks, install, "
+        "make demo   # lab fleet up (6 Debian servers, one running the real SGLang on its CPU, + a router host, over "
+        "SSH) and its model hub, router, deploy (checks, models fetched once and staged, install, "
         "audit, verify), verify through the router, drift, fleet report (table + HTML page)",
         "make test   # lint (yamllint, ansible-lint production, ruff), unit tests, molecule, lab end-to-end tests",
         "```",

@@ -15,7 +15,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 EE_TXT = REPO / "requirements" / "ee.txt"
 BINDEP = REPO / "requirements" / "bindep.txt"
-IMPORT_TO_DIST = {"yaml": "pyyaml"}  # import name -> PyPI name, where they differ
+IMPORT_TO_DIST = {"yaml": "pyyaml", "huggingface_hub": "huggingface-hub"}  # import name -> PyPI name, where they differ
 
 
 def pins(text):
@@ -56,7 +56,7 @@ def test_pins_are_the_dev_locks():
     wanted = pins(EE_TXT.read_text())
     wanted.update(pins(ee["ansible_core"]["package_pip"]))
     wanted.update(pins(ee["ansible_runner"]["package_pip"]))
-    assert len(wanted) == 11
+    assert len(wanted) == 12
     assert {name: lock.get(name) for name in wanted} == wanted
 
 
@@ -71,5 +71,5 @@ def test_ee_requirements_cover_the_controller_imports():
                 imported |= {n.split(".")[0] for n in names}
     third_party = {IMPORT_TO_DIST.get(n, n) for n in imported - set(sys.stdlib_module_names)
                    if n not in ("ansible", "ansible_collections", "__future__")}
-    assert third_party == {"packaging", "pyyaml"}
+    assert third_party == {"packaging", "pyyaml", "huggingface-hub"}
     assert third_party <= set(pins(EE_TXT.read_text()))

@@ -216,7 +216,7 @@ def test_fleet_report_reads_the_same_reports(tmp_path):
                           text=True, check=False)
     assert proc.returncode == 1, proc.stderr  # drifted and blocked
     rows = {line.split(" | ")[0].lstrip("| "): line for line in proc.stdout.splitlines()[2:]}
-    assert rows["blocked-compat"] == "| blocked-compat | - | - | - | 5 ok, 1 unknown, 1 blocked (0.5.11) | - | - | - | - | - | - | - | - | - |"
+    assert rows["blocked-compat"] == "| blocked-compat | - | - | - | - | 5 ok, 1 unknown, 1 blocked (0.5.11) | - | - | - | - | - | - | - | - | - |"
     assert " | 1 difference | " in rows["drifted"] and " | PASS | in sync | 58.5 | -0.1 % (point) | 122 | 48 % | nothing |" in rows["in-sync"]
 
 

@@ -5,6 +5,7 @@ a minute or two), with an 8 MB bulk-model, and stops it at the end.
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -70,8 +71,11 @@ def test_local_only_and_recorded(hub):
 
 
 def test_tiny_llama_is_make_tiny_model(hub, api):
-    sys.path.insert(0, os.path.join(ROOT, "lab", "real_sglang"))
-    import make_tiny_model
+    # by path: tests/real_engine has a make_tiny_model.py of its own (llama.cpp's)
+    spec = importlib.util.spec_from_file_location("lab_make_tiny_model", os.path.join(ROOT, "lab", "real_sglang",
+                                                                                    "make_tiny_model.py"))
+    make_tiny_model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_tiny_model)
 
     sha = hub["repos"][TINY][0]
     want = {n: hashlib.sha256(c if isinstance(c, bytes) else (c + "\n").encode()).hexdigest()

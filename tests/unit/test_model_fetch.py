@@ -74,11 +74,17 @@ def test_the_right_token_reads_a_gated_repository(hub, tmp_path):
     assert [f["path"] for f in got["lock"]["files"]] == [".gitattributes", "config.json", "weights.bin"]
 
 
-def test_a_lock_that_disagrees_with_the_hub_is_refused(hub, tmp_path):
+@pytest.mark.parametrize("edit", ["an LFS file's size", "a plain file's sha256 (the hub lists none)"])
+def test_a_lock_that_disagrees_with_the_hub_is_refused(hub, tmp_path, edit):
     rev1 = hub["repos"][BULK][0]
     first = fetch.fetch(bulk(rev1), str(tmp_path / "locks"), str(tmp_path / "cache"), endpoint=hub["endpoint"])
     edited = json.loads(open(first["lock_file"]).read())
-    edited["files"][-1]["size"] += 1
+    if edit.startswith("an LFS"):
+        edited["files"][-1]["size"] += 1
+    else:
+        edited["files"][0]["sha256"] = "0" * 64   # config.json
     lock.write(first["lock_file"], edited)
-    with pytest.raises(fetch.FetchError, match="disagrees with"):
-        fetch.fetch(bulk(rev1), str(tmp_path / "locks"), str(tmp_path / "cache"), endpoint=hub["endpoint"])
+    for cache in ("cache", "another-cache"):   # the cached copy and a new download alike
+        with pytest.raises(fetch.FetchError) as err:
+            fetch.fetch(bulk(rev1), str(tmp_path / "locks"), str(tmp_path / cache), endpoint=hub["endpoint"])
+        assert f"the lock of {BULK}@{rev1} disagrees with" in str(err.value)

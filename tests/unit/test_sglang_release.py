@@ -174,3 +174,12 @@ def test_failed_deploys_never_push_the_previous_good_releases_out(host):
     assert [r["id"] for r in state["releases"]] == [ids[0], ids[1], ids[3], ids[4]]
     assert state["previous_good"]["id"] == ids[1]
     assert sorted(os.listdir(host["root"])) == ["sglang-0.5.10", "sglang-0.5.11", "sglang-0.5.9"]
+
+
+def test_a_release_line_names_the_model_revision_it_ran():
+    from ansible_collections.sglang.fleet.filter_plugins.sglang_release import release_lines
+    rec = {"id": "0.5.23-0123456789ab", "status": "good", "version": "0.5.23", "fingerprint": "f" * 16,
+           "model": {"repo": "Qwen/Qwen3-8B", "revision": "c26a71b480cfee239ca8fac22f412e9a85482d2b", "source": None}}
+    (line,) = release_lines([rec], current=rec["id"])
+    assert "fingerprint ffffffffffffffff  model Qwen/Qwen3-8B@c26a71b480cf  not verified" in line
+    assert "model" not in release_lines([{**rec, "model": None}])[0]

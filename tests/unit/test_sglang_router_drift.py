@@ -254,7 +254,7 @@ def test_the_fleet_report_shows_the_router_row_from_its_drift_and_verify(tmp_pat
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fleet_report.py"), "--reports", str(tmp_path), "router"],
                           capture_output=True, text=True, check=False, timeout=120)
     row = [line for line in proc.stdout.splitlines() if line.startswith("| router ")]
-    assert row == ["| router | router 0.3.2 | - | 1/2 workers healthy | - | - | PASS | 1 difference | - | - | - | - | "
+    assert row == ["| router | router 0.3.2 | - | - | 1/2 workers healthy | - | - | PASS | 1 difference | - | - | - | - | "
                    "c=2: 99 tok/s out, 0.90 x the sum of 2 replicas; c=8: 418 tok/s out, 0.95 x the sum of 2 replicas | - |"]
     assert proc.returncode == 1, proc.stdout + proc.stderr  # drifted: the unhealthy worker
 
@@ -272,7 +272,7 @@ def test_the_fleet_report_row_of_a_pd_router_reads_its_end_to_end_levels(tmp_pat
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fleet_report.py"), "--reports", str(tmp_path), "router"],
                           capture_output=True, text=True, check=False, timeout=120)
     row = [line for line in proc.stdout.splitlines() if line.startswith("| router ")]
-    assert row == ["| router | router 0.3.2 | - | 2/2 workers healthy | - | - | PASS | in sync | - | - | - | - | "
+    assert row == ["| router | router 0.3.2 | - | - | 2/2 workers healthy | - | - | PASS | in sync | - | - | - | - | "
                    "c=1: 41 tok/s out, the PD pair end to end; c=4: 150 tok/s out, the PD pair end to end | - |"], proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -78,15 +78,13 @@ def fetch_hub(model, known, cache_dir, endpoint, token):
     if not picked:
         names = ", ".join(sorted(f["path"] for f in listing)[:12])
         raise FetchError(f"sglang_model.files {model['files']} match no file of {repo}@{sha[:12]}, which has: {names}")
-    if known:
-        wrong = model_lock.differences(known["files"], picked)
-        if wrong:
-            raise FetchError(_disagrees(known, endpoint, wrong))
+    _check_lock(known, picked, endpoint)
     folder = os.path.join(cache_dir, model["name"], revision)
     fetched = _read_json(os.path.join(folder, FETCHED))
-    if fetched and fetched["files"] == (known or fetched)["files"] and all(
+    if fetched and [f["path"] for f in fetched["files"]] == [f["path"] for f in picked] and all(
             os.path.isfile(os.path.join(folder, f["path"])) and os.path.getsize(os.path.join(folder, f["path"])) == f["size"]
             for f in fetched["files"]):
+        _check_lock(known, fetched["files"], endpoint)   # the cache's bytes agreed with the hub when fetched
         return fetched["files"], folder, 0
     present = sum(f["size"] for f in picked if os.path.isfile(os.path.join(folder, f["path"]))
                   and os.path.getsize(os.path.join(folder, f["path"])) == f["size"])
@@ -97,11 +95,10 @@ def fetch_hub(model, known, cache_dir, endpoint, token):
         raise FetchError(_hub_error(exc, model, endpoint, bool(token))) from None
     files = _hash_files(folder, picked)
     wrong = model_lock.differences(picked, files, what=f"{endpoint}'s listing")
-    if known:
-        wrong += model_lock.differences(known["files"], files)
     if wrong:
         raise FetchError(f"the download of {repo}@{sha[:12]} into {folder} does not match: {'; '.join(wrong[:5])}; "
                          "delete that folder to download it again")
+    _check_lock(known, files, endpoint)
     set_mtimes(folder, files)  # the same bytes, the same mtime: rsync's quick check and --link-dest see them
     model_lock.write(os.path.join(folder, FETCHED), model_lock.make(model, files))
     return files, folder, model_lock.total_bytes({"files": files}) - present
@@ -133,6 +130,13 @@ def fetch_source(model, known, cache_dir):
                              "old revision for rollback), or put the locked files back")
     model_lock.write(stat_file, stats)
     return files, folder, 0
+
+
+def _check_lock(known, files, endpoint):
+    """Refuse files (a listing, or hashed bytes) that disagree with the lock, when there is one."""
+    wrong = model_lock.differences(known["files"], files) if known else []
+    if wrong:
+        raise FetchError(_disagrees(known, endpoint, wrong))
 
 
 def _disagrees(known, endpoint, wrong):
