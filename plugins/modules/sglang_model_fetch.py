@@ -6,8 +6,8 @@ module: sglang_model_fetch
 short_description: Fetch a model revision on the controller (hub or folder) and write or check its lock
 description:
   - Runs on the controller (C(delegate_to=localhost)). For a hub revision, the real huggingface_hub
-    client resolves O(model.revision) (a branch, tag or short commit is refused with the commit it
-    resolves to now), lists the files O(model.files) selects, downloads them into
+    client resolves the revision of O(model) (a branch, tag or short commit is refused with the commit it
+    resolves to now), lists the files the globs of O(model) selects, downloads them into
     O(cache_dir)/<name>/<revision>/ and checks every byte against the hub's sizes and LFS sha256.
     A source folder is hashed where it is.
   - The lock (every file's size and sha256) is written to O(lock_dir)/<name>/<revision>.json when
@@ -22,7 +22,7 @@ options:
   lock_dir: {description: "Folder of the locks (sglang_model_lock_dir).", type: path, required: true}
   cache_dir: {description: "The controller's download cache (sglang_model_cache_dir).", type: path, required: true}
   endpoint: {description: "The hub's URL; empty = HF_ENDPOINT, else https://huggingface.co.", type: str, default: ""}
-  token: {description: "A hub token (sglang_model_hf_token; never logged). Empty = HF_TOKEN or none.", type: str, default: "", no_log: true}
+  token: {description: "A hub token (sglang_model_hf_token; never logged). Empty = HF_TOKEN or none.", type: str, default: ""}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """

@@ -109,7 +109,7 @@ def fetch_source(model, known, cache_dir):
     folder = model["source"]
     if not os.path.isdir(folder):
         raise FetchError(f"sglang_model.source {folder} is not a folder on the controller")
-    paths = sorted(os.path.relpath(os.path.join(d, n), folder) for d, _, names in os.walk(folder) for n in names)
+    paths = sorted(os.path.relpath(os.path.join(d, n), folder) for d, _dirs, names in os.walk(folder) for n in names)
     paths = [p for p in paths if selected(p, model["files"]) and not p.startswith(".")]
     if not paths:
         raise FetchError(f"sglang_model.files {model['files']} match no file under {folder}")
