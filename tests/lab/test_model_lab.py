@@ -195,7 +195,7 @@ def test_drift_finds_changed_files_and_a_deep_deploy_repairs_them(fleet, hub):
                          "-e", "sglang_model_verify=deep")
     assert rc == 0, out[-20000:]
     rc, out = fleet.play("drift.yml", "-e", model(rev1), "-e", "sglang_model_verify=deep")
-    assert rc == 0 and "drift: 1 hosts in sync, 0 drifted" in unflow(out), out[-20000:]
+    assert rc == 0 and "drift: 1 host in sync, 0 drifted" in unflow(out), out[-20000:]
 
 
 def test_a_damaged_controller_copy_stops_the_host_before_its_restart(fleet, hub):
