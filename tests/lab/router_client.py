@@ -28,7 +28,10 @@ class RouterClient:
         """(status, the `data:` events) of a streamed /generate."""
         status, raw = self.request("/generate", {"text": text, "stream": True,
                                                  "sampling_params": {"max_new_tokens": tokens, **sampling}})
-        return status, [line[6:] for line in raw.decode(errors="replace").splitlines() if line.startswith("data: ")]
+        # SSE lines end in \n (or \r\n); not str.splitlines(), which also splits inside an event at U+0085,
+        # U+2028 or U+2029, characters a tiny model's text can hold unescaped in its JSON
+        lines = (line.rstrip("\r") for line in raw.decode(errors="replace").split("\n"))
+        return status, [line[6:] for line in lines if line.startswith("data: ")]
 
     def generates_in_full(self, tokens=24):
         """True when a streamed /generate ends with all its tokens and [DONE] (ignore_eos: a tiny
@@ -37,9 +40,12 @@ class RouterClient:
             status, events = self.streamed_generation("hello router", tokens, ignore_eos=True)
         except Exception:  # connection refused or reset, HTTP error: the user saw a failure
             return False
-        if status != 200 or not events or events[-1] != "[DONE]":
+        if status != 200 or len(events) < 2 or events[-1] != "[DONE]":
             return False
-        return json.loads(events[-2])["meta_info"]["completion_tokens"] == tokens
+        try:
+            return json.loads(events[-2])["meta_info"]["completion_tokens"] == tokens
+        except (ValueError, KeyError, TypeError):  # an event that is not what SGLang sends: a failure, counted
+            return False
 
     def workers(self):
         """The URLs of the workers the router lists as healthy, sorted."""
