@@ -1,10 +1,6 @@
 """Filters that show a host's release records (roles/sglang_release) as lines."""
 
-
-def _model(model):
-    """`repo@12 hex` (or `folder@label`) of the model revision a release ran (sglang_model)."""
-    revision = str(model.get("revision") or "")
-    return f"{model.get('repo') or model.get('source')}@{revision[:12]}"
+from ansible_collections.sglang.fleet.plugins.module_utils.model.spec import describe as describe_model
 
 
 def release_lines(releases, current=None, last_good=None):
@@ -17,7 +13,7 @@ def release_lines(releases, current=None, last_good=None):
         who = rec.get("controller") or {}
         line = (f"{rec.get('id')}  {rec.get('status')}{' (' + ', '.join(marks) + ')' if marks else ''}  "
                 f"sglang {rec.get('version')}  fingerprint {rec.get('fingerprint')}  "
-                f"{'model ' + _model(rec.get('model')) + '  ' if rec.get('model') else ''}"
+                f"{'model ' + describe_model(rec.get('model')) + '  ' if rec.get('model') else ''}"
                 f"{f'{speed} tok/s single stream' if speed is not None else 'not verified'}  "
                 f"recorded {rec.get('recorded_at')} by {who.get('user', '?')} at commit {who.get('commit', '?')}")
         if rec.get("failure"):

@@ -11,6 +11,7 @@ import os
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.check import model_facts
 from ansible_collections.sglang.fleet.plugins.module_utils.model import lock as model_lock
+from ansible_collections.sglang.fleet.plugins.module_utils.model.files import sha256_file
 from ansible_collections.sglang.fleet.plugins.module_utils.model.spec import selected
 from ansible_collections.sglang.fleet.plugins.module_utils.model.stage import set_mtimes
 
@@ -45,7 +46,7 @@ def _hub_error(exc, model, endpoint, has_token):
 
 def _hash_files(folder, listing):
     return [{"path": f["path"], "size": os.path.getsize(os.path.join(folder, f["path"])),
-             "sha256": model_lock.sha256_file(os.path.join(folder, f["path"]))} for f in listing]
+             "sha256": sha256_file(os.path.join(folder, f["path"]))} for f in listing]
 
 
 def _read_json(path):
@@ -119,7 +120,7 @@ def fetch_source(model, known, cache_dir):
     for p in paths:
         st = os.stat(os.path.join(folder, p))
         key = [st.st_size, st.st_mtime_ns]
-        sha = seen[p][2] if p in seen and seen[p][:2] == key else model_lock.sha256_file(os.path.join(folder, p))
+        sha = seen[p][2] if p in seen and seen[p][:2] == key else sha256_file(os.path.join(folder, p))
         files.append({"path": p, "size": st.st_size, "sha256": sha})
         stats[p] = key + [sha]
     if known:

@@ -247,18 +247,19 @@ def mark(path, lock, mode, now, write=True, checked=False):
     if same and (old.get("checked") == mode or old.get("checked") == "deep"):
         return False, old
     if write:
-        _write_atomic(os.path.join(path, MARKER), (json.dumps(marker, indent=1, sort_keys=True) + "\n").encode())
+        write_atomic(os.path.join(path, MARKER), (json.dumps(marker, indent=1, sort_keys=True) + "\n").encode())
     return True, marker
 
 
-def _write_atomic(path, data):
+def write_atomic(path, data, mode=0o644):
+    """Write bytes through a synced temporary file renamed into place (the marker, and lock.py's lock)."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -8,21 +8,12 @@ serves and a later fetch can only agree with it.
 Stdlib only.
 """
 
-import hashlib
 import json
 import os
-import tempfile
+
+from ansible_collections.sglang.fleet.plugins.module_utils.model.files import write_atomic
 
 FORMAT = 1
-CHUNK = 8 << 20
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def make(model, files):
@@ -51,17 +42,7 @@ def read(path):
 def write(path, lock):
     """Write the lock atomically (0644), its parent folders made."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(lock, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, (json.dumps(lock, indent=1, sort_keys=True) + "\n").encode())
 
 
 def differences(expected, actual, what="the lock"):
