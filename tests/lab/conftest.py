@@ -14,6 +14,7 @@ MODULE_SECONDS = {
     "test_rollout_lab.py": 951,
     "test_rollout_recovery_lab.py": 868,
     "test_router_lab.py": 682,
+    "test_model_lab.py": 700,   # its own hub, 8 stagings and rollbacks (6:21 alone, 2026-12-04)
     "test_regression_lab.py": 250,   # a deploy, its rollback, 5 regression steps (one venv) and the restore
     "test_verify_lab.py": 634,
     "test_deploy_lab.py": 577,
