@@ -117,7 +117,7 @@ lab-test-real-replica: venv lab-image ## The real module with two real SGLang se
 molecule: venv lab-image ## molecule test (check, converge, idempotence, verify) on lab hosts
 	$(BIN)/molecule test
 
-llama-server: venv ## Build llama.cpp's llama-server for the real-engine tests (cached in .cache/llama.cpp)
+llama-server: venv ## Build llama.cpp's llama-server for the real-engine tests (cached in ~/.cache/sglang-fleet/llama.cpp)
 	PIP="$(BIN)/pip" bash tests/real_engine/build_llama_server.sh >/dev/null
 
 # The llama-server build (CPU) first, beside the lab's installs and image build (mostly network

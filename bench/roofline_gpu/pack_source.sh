@@ -8,8 +8,8 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-"$REPO/tests/real_engine/build_llama_server.sh" "$VERSION" >/dev/null  # fetches + unpacks the sdist once
-SRC="$REPO/.cache/llama.cpp/$VERSION/src/vendor/llama.cpp"
+BIN=$("$REPO/tests/real_engine/build_llama_server.sh" "$VERSION")  # fetches + unpacks the sdist once
+SRC="$(dirname "$BIN")/src/vendor/llama.cpp"
 OUT_DIR="$REPO/.cache/roofline_gpu"
 TAR="$OUT_DIR/llama.cpp-src.tar.xz"
 mkdir -p "$OUT_DIR"

@@ -5,13 +5,16 @@
 #   tests/real_engine/build_llama_server.sh [VERSION]   -> prints the path of the binary
 #
 # Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36, the newest release with vendor/llama.cpp when
-# this was written), LLAMA_CACHE_DIR (default <repo>/.cache/llama.cpp), JOBS (default nproc),
+# this was written), LLAMA_CACHE_DIR (default ~/.cache/sglang-fleet/llama.cpp, beside the wheelhouse:
+# every clone on the machine shares one build, keyed by the version and this script's sha256, so a
+# change of the build options builds again), JOBS (default nproc),
 # PIP (default "python3 -m pip"; the repo venv has no pip).
 set -euo pipefail
 
 VERSION="${1:-${LLAMA_CPP_PYTHON_VERSION:-0.3.36}}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CACHE="${LLAMA_CACHE_DIR:-$REPO/.cache/llama.cpp}/$VERSION"
+SCRIPT_KEY=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+CACHE="${LLAMA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sglang-fleet/llama.cpp}/$VERSION-$SCRIPT_KEY"
 BIN="$CACHE/llama-server"
 JOBS="${JOBS:-$(nproc)}"
 PIP="${PIP:-python3 -m pip}"

@@ -1,7 +1,7 @@
 """Session fixture: a real llama-server (built from source, cached) serving the tiny test model.
 
-The first run builds llama-server (~5 min on 2 cores at -O1, see build_llama_server.sh); later runs reuse
-.cache/llama.cpp/<version>/llama-server. Deselect with `-m "not real_engine"`.
+The first run on a machine builds llama-server (~5 min on 2 cores at -O1, see build_llama_server.sh);
+later runs, from any clone, reuse ~/.cache/sglang-fleet/llama.cpp/<version>-<script hash>/llama-server. Deselect with `-m "not real_engine"`.
 """
 
 from __future__ import annotations

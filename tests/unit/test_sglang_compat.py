@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import pathlib
+import types
 import urllib.error
 
 import pytest
@@ -411,14 +412,22 @@ def test_model_facts_from_the_index_else_the_safetensors(tmp_path):
     assert model_facts("Qwen/Qwen3-8B") == {"error": "not a folder on the host"}
 
 
-def test_meminfo_python_probe_and_free_space(tmp_path):
+def test_meminfo_python_probe_and_free_space(tmp_path, monkeypatch):
     assert meminfo("MemTotal:       24575884 kB\nMemFree: 1 kB\nMemAvailable:   23000000 kB\n") == (
         24575884 * 1024, 23000000 * 1024)
     assert python_facts("3.11 x86_64 glibc-2.36\n") == {"python_version": "3.11", "architecture": "x86_64", "glibc": "2.36"}
     assert python_facts("3.12 aarch64 -\n")["glibc"] == ""
+    # a fixed statvfs (the real one moves while other processes write): the nearest existing folder is
+    # asked, and only what a non-root writer may use counts (f_bavail, not f_bfree)
+    asked = []
+
+    def statvfs(path):
+        asked.append(str(path))
+        return types.SimpleNamespace(f_bavail=1000, f_bfree=1500, f_frsize=4096, f_bsize=4096)
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
     free, mount, err = free_bytes(str(tmp_path / "not" / "yet"), f"rootfs / rootfs rw 0 0\ntmp {tmp_path} tmpfs rw 0 0\n")
-    assert (mount, err) == (str(tmp_path), None)
-    assert free == os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    assert (free, mount, err, asked) == (1000 * 4096, str(tmp_path), None, [str(tmp_path)])
 
 
 # --- PyPI files and their cache (plugins/module_utils/compat/release_facts.py) ----------------------------------------------------
