@@ -5,7 +5,8 @@
     hub.py status [--dir .lab/hub]                          print hub.json; exit 3 when it is not up
     hub.py down [--dir .lab/hub]                            stop both processes; the repositories stay
 
-olah runs from its own virtualenv (.cache/lab-hub/venv, from lab/hub/requirements.lock) behind
+olah runs from its own virtualenv (~/.cache/sglang-fleet/lab-hub/venv-<lock sha256>, from
+lab/hub/requirements.lock: one per lock, shared by the machine's clones) behind
 front.py, a thin proxy on 127.0.0.1:<port> that adds what olah lacks (gating, the hub's error codes).
 Standard library only; see lab/hub/README.md.
 """
@@ -28,7 +29,10 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "lab", "hub")
 LOCK = os.path.join(HERE, "requirements.lock")
-VENV = os.path.join(ROOT, ".cache", "lab-hub", "venv")
+with open(LOCK, "rb") as _lock:
+    LOCK_SHA256 = hashlib.sha256(_lock.read()).hexdigest()
+VENV = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sglang-fleet", "lab-hub",
+                    f"venv-{LOCK_SHA256[:16]}")
 ORG = "sglang-lab"
 GATED = [f"{ORG}/gated-model"]
 LFS_SUFFIXES = (".safetensors", ".bin")
@@ -40,8 +44,7 @@ RECIPE_VERSION = 2
 
 def ensure_venv():
     """Build olah's own virtualenv from the hash lock, once per lock content."""
-    with open(LOCK, "rb") as f:
-        stamp = hashlib.sha256(f.read()).hexdigest()
+    stamp = LOCK_SHA256
     stamp_file = os.path.join(VENV, "lab-lock.sha256")
     os.makedirs(os.path.dirname(VENV), exist_ok=True)
     with open(VENV + ".lock", "w") as guard:   # two test processes may start a hub at once
