@@ -137,7 +137,7 @@ def test_a_release_failing_verify_rolls_every_node_back_together(fleet):
     rc, out = play(fleet, "deploy.yml", "-e", json.dumps({"sglang_service_environment": slow}))
     assert rc != 0, out
     text = unflow(out)
-    assert re.search(r"floor: single-stream decode \d+\.\d tok/s < floor 50\.0 tok/s", text), out
+    assert re.search(r"floor: single-stream decode \d+\.\d tok/s < floor 45\.0 tok/s", text), out
     assert f"{RANK1}: node {RANK0} of multi-node server qwen_big failed" in text, out
     for host in (RANK0, RANK1):
         assert re.search(rf"{host}: .*rolled back to {re.escape(before[host][1])} \(sglang 0\.5\.18", text), out

@@ -78,7 +78,7 @@ def test_a_canary_that_never_becomes_healthy_is_rolled_back_and_the_rollout_stop
 
 FAULTS = {  # host: (its new release's fault, what the play says failed)
     "ct129": ("crash_after_requests=2", r"ct129: Benchmark the server"),
-    "h200x2": ("degrade_factor=0.5", r"floor: single-stream decode 2\d\.\d tok/s < floor 50\.0 tok/s"),
+    "h200x2": ("degrade_factor=0.5", r"floor: single-stream decode 2\d\.\d tok/s < floor 45\.0 tok/s"),
     "h200x1": ("disable_optimization=piecewise_cuda_graph",
                r"SGLang resolved prefill/piecewise CUDA graph differently than predicted"),
 }
