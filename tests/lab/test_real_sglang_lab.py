@@ -133,6 +133,9 @@ def test_the_full_profile_installs_the_real_release_and_it_generates(real):
     assert len(re.findall(r"^torch==2\.14\.1 ", lock, re.M)) == 1 and "sglang-kernel==0.4.10" in lock
     assert lock.count("--hash=sha256:") > 150
     assert real.ssh(HOST, f"{VENV}/bin/python -c 'import torch; print(torch.__version__)'").startswith("2.14.1")
+    # compiled at install: the root-owned venv is read-only to the service, which would else compile at every start
+    sources, compiled = real.ssh(HOST, f"find {VENV}/lib -name '*.py' | wc -l; find {VENV}/lib -name '*.pyc' | wc -l").split()
+    assert int(compiled) >= 0.95 * int(sources) > 30000, (sources, compiled)
     info = api(real, "/server_info")
     assert (info["version"], info["device"], info["attention_backend"]) == ("0.5.23", "cpu", "torch_native")
     assert info["max_total_num_tokens"] == 8192
