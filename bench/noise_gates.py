@@ -35,6 +35,7 @@ Sources of runs:
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import pathlib
@@ -46,7 +47,9 @@ import tempfile
 import threading
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / ".collections"))
+# --collection DIR: the gates of another commit (a tree with ansible_collections/sglang/fleet/plugins)
+_COLLECTION = sys.argv[sys.argv.index("--collection") + 1] if "--collection" in sys.argv else str(REPO / ".collections")
+sys.path.insert(0, _COLLECTION)
 sys.path.insert(0, str(REPO / "plugins" / "module_utils" / "verify"))
 sys.path.insert(0, str(REPO / "tests" / "real_engine"))
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts  # noqa: E402
@@ -87,11 +90,18 @@ def history_status(current: list[float], history: list[dict], mode: str, window:
     thresholds = {"min_decode_tok_s": 0, "min_accept_length": 0, "history_window": window,
                   "regression_tolerance_pct": tolerance, "gate_mode": mode, "min_effect_pct": 3,
                   "false_alarm_pct": 1, "power_pct": 95}
-    report = evaluate(bench_of(current), thresholds, history, GPU, 0, "0.5.23", ARGS, "bench", "20261203T235959Z",
-                      earlier=list(measured))
+    if "server" in inspect.signature(evaluate).parameters:   # the gates since #40
+        server = {"host": "bench", "version": "0.5.23", "args": ARGS, "gpu": GPU, "weight_bytes": 0}
+        report = evaluate(bench_of(current), thresholds, server, history, earlier=list(measured),
+                          stamp="20261203T235959Z")
+        again = report["measure_again"]
+    else:
+        report = evaluate(bench_of(current), thresholds, history, GPU, 0, "0.5.23", ARGS, "bench", "20261203T235959Z",
+                          earlier=list(measured))
+        again = report["inconclusive"]
     gate = next(g for g in report["report"]["gates"] if g["gate"] == "history")
     row = next(r for r in gate["metrics"] if r["metric"] == "decode_tok_s@1")
-    return gate["status"], row.get("noise_basis"), row.get("detectable_pct"), report["measurement"]
+    return gate["status"], row.get("noise_basis"), row.get("detectable_pct"), report["measurement"], again
 
 
 def decide(draw, losses, trials: int, window: int, tolerance: float) -> list[dict]:
@@ -109,9 +119,9 @@ def decide(draw, losses, trials: int, window: int, tolerance: float) -> list[dic
             fixed = history_status(currents[0], history, "fixed", window, tolerance)[0]
             measured = []
             for current in currents:
-                noisy, how, det, record = history_status(current, history, "noise", window, tolerance, measured)
+                noisy, how, det, record, again = history_status(current, history, "noise", window, tolerance, measured)
                 measured.append(record)
-                if noisy != "inconclusive":
+                if not again:
                     break
             measurements += len(measured)
             counts["fixed fail"] += fixed == "fail"
@@ -211,6 +221,8 @@ def main() -> None:
     p.add_argument("--remeasure", type=int, default=0, help="measure an inconclusive run again up to N times "
                    "(sglang_verify_remeasure)")
     p.add_argument("--seed", type=int, default=27)
+    p.add_argument("--collection", help="the gate code of another commit (git archive <commit> plugins, under "
+                   "ansible_collections/sglang/fleet/)")
     a = p.parse_args()
     rng = random.Random(a.seed)
     if a.source == "synthetic":

@@ -86,15 +86,21 @@ def host_row(folder):
 
 def vs_history(verify):
     """Single-stream decode against the host's history, as the noise-aware verdict puts it: the change, its
-    interval, the smallest loss this host can detect and the verdict (sglang_verify's noise_verdict row)."""
+    interval, the smallest loss this host can detect and the verdict (sglang_verify's noise_verdict row);
+    without a run-to-run noise (noise_basis none) the change and "no noise known: inconclusive"; a report
+    written before the noise-aware gates: the change and the tolerance's verdict."""
     gate = next((g for g in verify.get("gates") or [] if g.get("gate") == "history"), None)
     if gate is None:
         return None
     row = decode_noise_row(gate)
     if not row:
-        point = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), None)
-        if point:
-            return f"{point['change_pct']:+.1f} % (point)"
+        decode = next((r for r in gate.get("metrics") or [] if r.get("metric") == "decode_tok_s@1"), None)
+        if decode and decode.get("noise_basis") == "none":   # no run-to-run noise known: nothing to judge by
+            return f"{decode['change_pct']:+.1f} % (no noise known: inconclusive)"
+        if decode:   # a report from before the noise-aware gates: the tolerance decided
+            tol = gate.get("tolerance_pct")
+            return (f"{decode['change_pct']:+.1f} % ({decode.get('status', '?')} by the "
+                    + (f"{tol:g} % " if isinstance(tol, (int, float)) else "") + "tolerance)")
         return "no history yet" if gate.get("status") == "skip" else "?"
     lo, hi = row["interval_pct"]
     return (f"{row['effect_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}], detects {row['detectable_pct']:.1f} %: "

@@ -9,20 +9,18 @@ description:
     O(history_file) (the host's verify history, for its noise) where it runs; regression.yml runs it
     on the controller.
   - Each step's single-stream decode is compared with the baseline's (the last known good release,
-    step 0) by the verify gates' noise-aware comparison - C(fail) (a loss beyond the noise and at least
-    O(min_effect_pct)), C(inconclusive) or C(pass) - and the culprit is the single change with the
-    largest loss judged C(fail).
+    step 0, and the same again as the last step, which brackets the others and tells whether the host
+    itself moved) by the verify gates' run-to-run comparison - C(fail) (a loss beyond the noise and at
+    least O(thresholds.min_effect_pct)), C(inconclusive) or C(pass) - and the culprit is the single
+    change with the largest loss judged C(fail).
   - Never changes anything (changed=false); supports check mode.
 options:
   results: {description: "One per step of the plan, in order: name, change, workload, and measurement (the verify result's own
       metrics and samples) or error (why the step could not run).", type: list, elements: dict, required: true}
   history_file: {description: The host's verify history ("" or a missing file = none)., type: path, default: ""}
-  min_effect_pct: {description: "The smallest loss that matters, in %.", type: float, default: 3}
-  false_alarm_pct: {description: "The chance, in %, that an unchanged step is judged a loss.", type: float, default: 1}
-  power_pct: {description: "The chance, in %, with which the smallest detectable loss the report states is detected.",
-    type: float, default: 95}
-  regression_tolerance_pct: {description: "The point comparison's tolerance where a side has fewer than 3 repeats.", type: float,
-    default: 10}
+  thresholds: {description: "verify's settings (plugins/module_utils/verify/settings.py): min_effect_pct, false_alarm_pct,
+      power_pct, run_noise_prior_pct, run_noise_prior_dof; the others are not used. Missing ones take the defaults.",
+    type: dict, default: {}}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -40,6 +38,8 @@ steps: {description: "Each step with its decode tok/s, verdict, effect, interval
   returned: always}
 culprit: {description: The name of the change that costs the throughput (null when none is beyond the noise)., type: str,
   returned: always}
+baseline_moved: {description: "Whether the baseline moved beyond the noise between its two measurements (null when it was not
+    measured again or no noise is known).", type: bool, returned: always}
 lines: {description: "One line per step, then the verdict.", type: list, returned: always}
 """
 
@@ -54,18 +54,14 @@ def main():
         argument_spec={
             "results": {"type": "list", "elements": "dict", "required": True},
             "history_file": {"type": "path", "default": ""},
-            "min_effect_pct": {"type": "float", "default": 3.0},
-            "false_alarm_pct": {"type": "float", "default": 1.0},
-            "power_pct": {"type": "float", "default": 95.0},
-            "regression_tolerance_pct": {"type": "float", "default": 10.0},
+            "thresholds": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
     p = module.params
     history = read_history_file(p["history_file"])
-    thresholds = {k: p[k] for k in ("min_effect_pct", "false_alarm_pct", "power_pct")}
     try:
-        out = judge(p["results"], history, thresholds, p["regression_tolerance_pct"])
+        out = judge(p["results"], history, p["thresholds"])
     except (RegressionError, VerifyError) as exc:
         module.fail_json(msg=f"sglang_regression_judge: {exc}")
     module.exit_json(changed=False, **out)

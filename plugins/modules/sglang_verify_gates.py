@@ -25,25 +25,18 @@ options:
   args: {description: The host's SGLang arguments (the host model's sglang_host.args)., type: dict, required: true}
   gpu: {description: GPU facts (ansible_facts.sglang_gpu)., type: dict, default: {}}
   weight_bytes: {description: "Model weight bytes read per decode pass (0 = unknown, no roofline).", type: int, default: 0}
-  min_decode_tok_s: {description: Floor for single-stream decode tok/s (0 = none)., type: float, default: 0}
-  min_accept_length: {description: Minimum speculative accept length (0 = none)., type: float, default: 0}
-  history_window: {description: Passing runs the history median is taken over., type: int, default: 5}
-  regression_tolerance_pct: {description: "Allowed drop below the history median, in %, where there is no test (fewer than 3
-      repeats a side, or no noise estimate).", type: float, default: 5}
-  min_effect_pct: {description: "The smallest loss that matters, in %: a loss fails only when it is at least this and beyond the
-      host's noise (plugins/module_utils/verify/noise.py). Unset = the fixed O(regression_tolerance_pct) only.", type: float}
-  gate_mode: {description: "What decides the history and last-good gates: noise (the noise-aware verdict, where
-      O(min_effect_pct) is set) or fixed (O(regression_tolerance_pct); the noise-aware verdict is reported).", type: str, default: noise}
-  inconclusive: {description: "An inconclusive noise-aware gate: keep (never fails the run) or fail.", type: str, default: keep}
-  false_alarm_pct: {description: "The chance, in %, that an unchanged release fails the noise-aware test.", type: float, default: 1}
-  power_pct: {description: "The chance, in %, with which the smallest detectable loss the report states is detected.", type: float,
-    default: 95}
+  thresholds: {description: "The verify settings as one dict (the role's sglang_verify_<name> variables; plugins/module_utils/verify/settings.py
+      lists them with their defaults and ranges, checked there once): min_decode_tok_s, min_accept_length, history_window,
+      regression_tolerance_pct, gate_mode, inconclusive, remeasure, min_effect_pct, false_alarm_pct, power_pct,
+      run_noise_prior_pct, run_noise_prior_dof, accept_regression, rebaseline. What it leaves out takes the default.", type: dict,
+    default: {}}
   history_file: {description: JSON-lines history of this host ("" or a missing file = no history)., type: path, default: ""}
+  peer_history_files: {description: "Other hosts' history files: where their records were measured on the same hardware and
+      workload, their pooled run-to-run noise is this host's prior (missing files: none).", type: list, elements: path, default: []}
   host: {description: Name used in messages., type: str, default: ""}
   stamp: {description: UTC time stamp of this run., type: str, default: ""}
   last_good: {description: "The host's last known good release record (the C(last_good) that M(sglang.fleet.sglang_release) returns); {} =
       none.", type: dict, default: {}}
-  accept_regression: {description: Report a drop below the last known good without failing (a new baseline)., type: bool, default: false}
   earlier: {description: "This run's earlier measurements (each result's C(measurement)), when an inconclusive gate had the
       server measured again: the run is judged on all of them (each measurement's figure, every repeat).", type: list,
     elements: dict, default: []}
@@ -59,8 +52,9 @@ EXAMPLES = r"""
     args: "{{ sglang_host.args }}"
     gpu: "{{ ansible_facts.sglang_gpu }}"
     weight_bytes: 27000000000
-    min_decode_tok_s: 50
-    min_accept_length: 2.5
+    thresholds:
+      min_decode_tok_s: 50
+      min_accept_length: 2.5
     history_file: reports/ct129/verify-history.jsonl
     host: ct129
   delegate_to: localhost
@@ -75,8 +69,9 @@ record: {description: The history record of this run (one JSON line)., type: dic
 report: {description: "The whole report (gates, levels, history baseline, roofline, thresholds).", type: dict, returned: always}
 measurement: {description: "This measurement's own metrics and samples (what O(earlier) takes for a next one).", type: dict,
   returned: always}
-inconclusive: {description: "True when a noise-aware gate cannot tell (what has the server measured again).", type: bool,
-  returned: always}
+inconclusive: {description: "True when a noise-aware gate cannot tell.", type: bool, returned: always}
+measure_again: {description: "True when a gate suspects a loss (a failed floor, a noise-aware metric that failed or is
+    inconclusive with a loss of at least min_effect_pct): what has the server measured again.", type: bool, returned: always}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -93,33 +88,22 @@ def main():
             "args": {"type": "dict", "required": True},
             "gpu": {"type": "dict", "default": {}},
             "weight_bytes": {"type": "int", "default": 0},
-            "min_decode_tok_s": {"type": "float", "default": 0.0},
-            "min_accept_length": {"type": "float", "default": 0.0},
-            "history_window": {"type": "int", "default": 5},
-            "regression_tolerance_pct": {"type": "float", "default": 5.0},
-            "min_effect_pct": {"type": "float"},
-            "gate_mode": {"type": "str", "default": "noise"},
-            "inconclusive": {"type": "str", "default": "keep"},
-            "false_alarm_pct": {"type": "float", "default": 1.0},
-            "power_pct": {"type": "float", "default": 95.0},
+            "thresholds": {"type": "dict", "default": {}},
             "history_file": {"type": "path", "default": ""},
+            "peer_history_files": {"type": "list", "elements": "path", "default": []},
             "host": {"type": "str", "default": ""},
             "stamp": {"type": "str", "default": ""},
             "last_good": {"type": "dict", "default": {}},
-            "accept_regression": {"type": "bool", "default": False},
             "earlier": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
     p = module.params
-    history = read_history_file(p["history_file"])
-    thresholds = {k: p[k] for k in ("min_decode_tok_s", "min_accept_length", "history_window",
-                                    "regression_tolerance_pct", "min_effect_pct", "false_alarm_pct", "power_pct",
-                                    "gate_mode", "inconclusive")}
+    peers = [rec for path in p["peer_history_files"] for rec in read_history_file(path)]
+    server = {k: p[k] for k in ("host", "version", "args", "gpu", "weight_bytes")}
     try:
-        out = evaluate(p["bench"], thresholds, history, p["gpu"], p["weight_bytes"] or None, p["version"],
-                       p["args"], p["host"], p["stamp"], last_good=p["last_good"] or None,
-                       accept_regression=p["accept_regression"], earlier=p["earlier"])
+        out = evaluate(p["bench"], p["thresholds"], server, read_history_file(p["history_file"]),
+                       last_good=p["last_good"] or None, peers=peers, earlier=p["earlier"], stamp=p["stamp"])
     except (VerifyError, ArgsError) as exc:
         module.fail_json(msg=f"sglang_verify: {exc}")
     module.exit_json(changed=False, **out)

@@ -217,7 +217,7 @@ def test_fleet_report_reads_the_same_reports(tmp_path):
     assert proc.returncode == 1, proc.stderr  # drifted and blocked
     rows = {line.split(" | ")[0].lstrip("| "): line for line in proc.stdout.splitlines()[2:]}
     assert rows["blocked-compat"] == "| blocked-compat | - | - | - | - | 5 ok, 1 unknown, 1 blocked (0.5.11) | - | - | - | - | - | - | - | - | - |"
-    assert " | 1 difference | " in rows["drifted"] and " | PASS | in sync | 58.5 | -0.1 % (point) | 122 | 48 % | nothing |" in rows["in-sync"]
+    assert " | 1 difference | " in rows["drifted"] and " | PASS | in sync | 58.5 | -0.1 % (pass by the 10 % tolerance) | 122 | 48 % | nothing |" in rows["in-sync"]
 
 
 def test_the_dashboard_queries_only_metrics_the_exporter_writes():
@@ -306,27 +306,32 @@ def test_node_exporter_reports_a_broken_textfile(node_exporter):
     assert "sglang_fleet_" not in text
 
 
-def test_the_noise_aware_verdict_is_in_the_metrics_and_the_fleet_table(tmp_path):
-    """A verify report written by sglang_verify's gates (gate_mode noise) on a host whose runs move ~3.6 %
-    from run to run: a -4 % run is inconclusive, with its interval and the loss this host can detect."""
+def verify_on(history_decodes, repeats, **thresholds):
+    """A verify result of sglang_verify's gates (gate_mode noise unless given): one single-stream level
+    measured as `repeats`, against a history of one run per figure of `history_decodes`."""
     from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
     from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate, fingerprint
 
     args = {"model_path": "/models/m", "tp_size": 1}
     shape = {"api": "completions", "input_len": 128, "output_len": 64}
     fp = fingerprint("0.5.23", args)["id"]
-
-    def bench(repeats):
-        return [{"concurrency": 1, "decode_tok_s_per_stream": {"p50": sorted(repeats)[len(repeats) // 2]},
-                 "output_throughput": 1.0, "completed": 3, "failed": 0, **shape,
-                 "runs": [{"decode_tok_s_per_stream": {"p50": x}, "output_throughput": 1.0} for x in repeats]}]
-
+    bench = [{"concurrency": 1, "decode_tok_s_per_stream": {"p50": sorted(repeats)[len(repeats) // 2]},
+              "output_throughput": 1.0, "completed": 3, "failed": 0, **shape,
+              "runs": [{"decode_tok_s_per_stream": {"p50": x}, "output_throughput": 1.0} for x in repeats]}]
     history = [{"generated_at": f"20261203T0{i}0000Z", "fingerprint": fp, "workload": "completions in=128 out=64 c=1",
                 "passed": True, "metrics": {"decode_tok_s@1": m}, "samples": {"decode_tok_s@1": [m - 0.1, m, m + 0.1]}}
-               for i, m in enumerate((53.5, 51.6, 55.4))]
-    thresholds = {"history_window": 5, "regression_tolerance_pct": 10, "gate_mode": "noise", "min_effect_pct": 3}
-    result = evaluate(bench([51.2, 51.3, 51.4]), thresholds, history,
-                      declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 1}), 0, "0.5.23", args, "h", "now")
+               for i, m in enumerate(history_decodes)]
+    thresholds = {"history_window": 5, "regression_tolerance_pct": 10, "gate_mode": "noise", "min_effect_pct": 3,
+                  "run_noise_prior_pct": 2, "run_noise_prior_dof": 4, **thresholds}
+    server = {"host": "h", "version": "0.5.23", "args": args,
+              "gpu": declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 1}), "weight_bytes": 0}
+    return evaluate(bench, thresholds, server, history, stamp="now")
+
+
+def test_the_noise_aware_verdict_is_in_the_metrics_and_the_fleet_table(tmp_path):
+    """A verify report written by sglang_verify's gates (gate_mode noise) on a host whose runs move ~3.6 %
+    from run to run: a -4 % run is inconclusive, with its interval and the loss this host can detect."""
+    result = verify_on((53.5, 51.6, 55.4), [51.2, 51.3, 51.4])
     (tmp_path / "h").mkdir()
     (tmp_path / "h" / "verify-latest.json").write_text(json.dumps(result["report"]))
     text, count = fleet_metrics.fleet_metrics(tmp_path)
@@ -337,6 +342,18 @@ def test_the_noise_aware_verdict_is_in_the_metrics_and_the_fleet_table(tmp_path)
     low, high = m["verify_decode_change_interval_ratio{bound=low,gate=history}"], \
         m["verify_decode_change_interval_ratio{bound=high,gate=history}"]
     assert low < m["verify_decode_change_ratio{gate=history}"] < high
-    assert m["verify_decode_detectable_loss_ratio{gate=history}"] > 0.2   # 3 runs (2 dof) say little
+    # 3 runs (2 dof of their own, moderated by a 2 % prior as 4 dof) say little
+    assert m["verify_decode_detectable_loss_ratio{gate=history}"] == pytest.approx(0.153, abs=0.001)
     cell = load_script("fleet_report").vs_history(result["report"])
     assert cell.startswith("-4.1 % [") and cell.endswith(": inconclusive") and ", detects " in cell, cell
+
+
+@pytest.mark.parametrize("mode", ["noise", "fixed"])
+def test_without_a_run_to_run_noise_the_fleet_table_gives_the_change_and_says_it_cannot_tell(mode):
+    """One earlier run and no prior (sglang_verify_run_noise_prior_pct 0): no noise is known, so an 8.5 %
+    loss is inconclusive (kept, never rolled back); the fleet table says so, not a verdict it has none of
+    (in gate_mode fixed the tolerance decided the gate, the table still gives the noise-aware verdict)."""
+    result = verify_on((481.0,), [439.9, 440.0, 440.1], run_noise_prior_pct=0, gate_mode=mode)
+    history = next(g for g in result["report"]["gates"] if g["gate"] == "history")
+    assert history["metrics"][0]["noise_basis"] == "none" and result["ok"] is True
+    assert load_script("fleet_report").vs_history(result["report"]) == "-8.5 % (no noise known: inconclusive)"

@@ -75,7 +75,8 @@ def verify_run(folder, host, stamp, version, args, thresholds, decode, out4):
     gpu = declared_facts({"gpu_model": "NVIDIA H200", "gpu_count": 2})
     last_good = fleet_report.fleet_reports.last_good_release(str(folder))
     bench = bench_at(decode, out4)
-    out = evaluate(bench, thresholds, history, gpu, latest["weight_bytes"], version, args, host, stamp, last_good)
+    server = {"host": host, "version": version, "args": args, "gpu": gpu, "weight_bytes": latest["weight_bytes"]}
+    out = evaluate(bench, thresholds, server, history, last_good=last_good, stamp=stamp)
     write_report(str(folder), "verify", stamp, {**out["report"], "weights": latest["weights"], "bench": bench})
     with history_file.open("a") as f:
         f.write(json.dumps(out["record"], sort_keys=True) + "\n")

@@ -32,7 +32,7 @@ FILTERS_WITHOUT_DOCS = [
     "sglang_pd_plan", "sglang_redact", "sglang_release_lines", "sglang_router_key_problems", "sglang_router_pd_plan",
     "sglang_router_worker_keys", "sglang_router_worker_url", "sglang_router_worker_urls", "sglang_same_machine",
     "sglang_unit_lines",
-    "sglang_unit_value_problems", "systemd_quote", "unknown_role_vars", "unknown_vars",
+    "sglang_unit_value_problems", "sglang_verify_threshold_problems", "systemd_quote", "unknown_role_vars", "unknown_vars",
 ]
 
 OPTION_KEYS = {"description", "type", "required", "default", "choices", "elements", "aliases", "suboptions",

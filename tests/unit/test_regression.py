@@ -2,32 +2,41 @@
 
 import pytest
 
-from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression import RegressionError, judge, plan
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression import (
+    AGAIN,
+    RegressionError,
+    judge,
+    plan,
+)
 
 SEEDS_ARGS = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorithm": "NEXTN",
               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 GOOD = {"id": "0.5.11-0123456789ab", "version": "0.5.11", "args": SEEDS_ARGS}
 ONE_STEP = {**SEEDS_ARGS, "speculative_num_steps": 1, "speculative_num_draft_tokens": 2}
 WL = "completions in=128 out=64 c=1"
-TH = {"min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95}
+# verify's settings as the role's defaults have them, the noise prior pinned (a tuning of the defaults
+# does not move the figures below)
+TH = {"min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95, "run_noise_prior_pct": 2, "run_noise_prior_dof": 4}
 
 
-def test_the_plan_applies_each_difference_alone_to_the_last_known_good_then_all_together():
+def test_the_plan_applies_each_difference_alone_to_the_last_known_good_then_all_together_then_the_baseline_again():
     steps = plan(GOOD, "0.5.12", ONE_STEP)
     assert [s["name"] for s in steps] == [
         "the last known good (0.5.11-0123456789ab)", "sglang 0.5.11 -> 0.5.12", "speculative_num_draft_tokens 4 -> 2",
-        "speculative_num_steps 3 -> 1", "every change together (the desired state)"]
+        "speculative_num_steps 3 -> 1", "every change together (the desired state)", AGAIN]
     assert steps[0]["args"] == SEEDS_ARGS and steps[0]["version"] == "0.5.11"
     assert (steps[1]["version"], steps[1]["args"]) == ("0.5.12", SEEDS_ARGS)
     assert steps[3]["version"] == "0.5.11" and steps[3]["args"] == {**SEEDS_ARGS, "speculative_num_steps": 1}
     assert steps[3]["change"] == {"kind": "flag", "flag": "speculative_num_steps", "from": 3, "to": 1}
     assert (steps[4]["version"], steps[4]["args"]) == ("0.5.12", ONE_STEP)
+    # the last step is the baseline again: the same release and flags as step 0, no change
+    assert (steps[-1]["version"], steps[-1]["args"], steps[-1]["change"]) == ("0.5.11", SEEDS_ARGS, None)
 
 
 def test_a_flag_the_desired_state_removes_or_adds_is_one_step_and_one_change_needs_no_together_step():
     steps = plan(GOOD, "0.5.11", {k: v for k, v in SEEDS_ARGS.items() if k != "speculative_eagle_topk"})
     assert [s["name"] for s in steps] == ["the last known good (0.5.11-0123456789ab)",
-                                          "speculative_eagle_topk 1 -> unset"]
+                                          "speculative_eagle_topk 1 -> unset", AGAIN]
     assert "speculative_eagle_topk" not in steps[1]["args"]
     added = plan(GOOD, "0.5.11", {**SEEDS_ARGS, "mem_fraction_static": 0.8})
     assert added[1]["name"] == "mem_fraction_static unset -> 0.8" and added[1]["args"]["mem_fraction_static"] == 0.8
@@ -61,11 +70,13 @@ def test_the_seeds_case_names_the_speculative_steps_not_the_release():
                                 [40.1, 40.4, 40.6, 40.0]]), HISTORY, TH)
     assert out["culprit"] == "speculative_num_steps 3 -> 1"
     verdicts = {r["name"]: r["verdict"] for r in out["steps"]}
-    # one run against one: the release's +0.1 % is inside what this host can tell (inconclusive, not a loss)
+    # one run against one, with the host's ~1 % noise moderated by the 2 % prior: the release's +0.1 % is
+    # inside what this host can tell (inconclusive, not a loss)
     assert verdicts["sglang 0.5.11 -> 0.5.12"] == "inconclusive" and verdicts["speculative_num_steps 3 -> 1"] == "fail"
     row = next(r for r in out["steps"] if r["name"] == "speculative_num_steps 3 -> 1")
     assert -44 < row["effect_pct"] < -41 and row["interval_pct"][1] < -3
     assert out["lines"][-1].startswith("the change that costs the throughput: speculative_num_steps 3 -> 1 (-42.")
+    assert out["baseline_moved"] is None   # the baseline was not measured again (no AGAIN result)
 
 
 def test_a_release_that_is_the_culprit_is_named():
@@ -86,13 +97,75 @@ def test_a_step_that_could_not_run_is_said_and_the_others_are_still_judged():
 
 
 def test_losses_within_the_noise_name_no_culprit_and_say_so():
+    """A host whose runs move ~10 % from one to the next: an 8 % loss is within its noise."""
     steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
-    noisy = [{**h, "samples": {"decode_tok_s@1": [h["metrics"]["decode_tok_s@1"] * f for f in (0.8, 1.0, 1.2, 0.9)]}}
-             for h in HISTORY]
-    out = judge(results(steps, [[70.2, 60.5, 79.9, 70.3], [68.4, 58.0, 78.6, 66.1], [70.3, 61.0, 80.4, 70.2],
-                                [68.0, 59.0, 77.0, 67.0]]), noisy, TH)
+    noisy = [{**h, "metrics": {"decode_tok_s@1": m}} for h, m in zip(HISTORY, (70.0, 77.0, 63.0, 72.0, 64.0, 75.0))]
+    out = judge(results(steps, [[70.2], [64.6], [70.3], [64.4]]), noisy, TH)
     assert out["culprit"] is None
-    assert out["lines"][-1].startswith("no single change costs throughput beyond the noise")
+    assert {r["name"]: r["verdict"] for r in out["steps"]}["sglang 0.5.11 -> 0.5.12"] == "inconclusive"
+    assert out["lines"][-1].startswith("no single change costs throughput beyond the noise (the largest loss: "
+                                       "sglang 0.5.11 -> 0.5.12, -8.")
+    assert out["lines"][-1].endswith("; measure again, or with more runs in the host's history")
+
+
+def test_without_a_history_the_prior_alone_judges_the_steps():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    out = judge(results(steps, [[70.2], [70.4], [40.2], [40.1], [70.0]]), [], TH)
+    assert out["culprit"] == "speculative_num_steps 3 -> 1" and out["baseline_moved"] is False
+    step = next(r for r in out["steps"] if r["name"] == "speculative_num_steps 3 -> 1")
+    assert step["noise_pct"] == 2.0 and "(prior 2 % as 4 dof, sglang_verify_run_noise_prior_pct)" in step["comparison"]
+
+
+def test_without_a_history_or_a_prior_no_step_is_judged_a_loss():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    out = judge(results(steps, [[70.2], [70.4], [40.2], [40.1]]), [], {**TH, "run_noise_prior_pct": 0})
+    assert out["culprit"] is None
+    assert {r["verdict"] for r in out["steps"][1:]} == {"inconclusive"}
+    assert {r["basis"] for r in out["steps"][1:]} == {"none"}
+
+
+def test_the_baseline_measured_again_alike_did_not_move_and_both_measurements_are_the_reference():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    assert steps[-1]["name"] == AGAIN
+    out = judge(results(steps, [[70.2], [70.4], [40.2], [40.1], [70.0]]), HISTORY, TH)
+    assert out["baseline_moved"] is False
+    assert out["culprit"] == "speculative_num_steps 3 -> 1"
+    assert out["steps"][-1] == {"name": AGAIN, "change": None, "verdict": "baseline", "decode_tok_s": 70.0}
+    step = next(r for r in out["steps"] if r["name"] == "speculative_num_steps 3 -> 1")
+    assert "this run vs 2 reference runs" in step["comparison"]
+    assert out["lines"][1].startswith("the baseline moved -0.3 % [")
+    assert out["lines"][1].endswith("within the run-to-run noise; the steps are compared with both measurements")
+    assert not any(line.startswith(AGAIN) for line in out["lines"])   # said once, as the drift line
+    assert "the baseline itself moved" not in out["lines"][-1]
+
+
+def test_a_baseline_30_percent_lower_the_second_time_moved_and_the_verdict_says_so():
+    """The host's runs move ~1 % (HISTORY): a baseline that comes back 30 % slower is the host changing
+    under the steps, said first, and the culprit it still names comes with that warning."""
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    out = judge(results(steps, [[70.2], [70.4], [40.2], [40.1], [49.1]]), HISTORY, TH)
+    assert out["baseline_moved"] is True
+    drift = out["lines"][1]
+    assert drift.startswith("the baseline moved -30.1 % [") and "beyond the run-to-run noise" in drift
+    assert drift in out["lines"]
+    assert out["lines"][-1].endswith("; but the baseline itself moved, so measure again on a quiet host")
+
+
+def test_a_baseline_that_could_not_be_measured_again_is_said_and_nothing_is_bracketed():
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    res = results(steps, [[70.2], [70.4], [40.2], [40.1]])
+    res.append({"name": AGAIN, "change": None, "error": "the service did not start"})
+    out = judge(res, HISTORY, TH)
+    assert out["baseline_moved"] is None and out["culprit"] == "speculative_num_steps 3 -> 1"
+    assert f"{AGAIN}: not measured: the service did not start" in out["lines"]
+    step = next(r for r in out["steps"] if r["name"] == "speculative_num_steps 3 -> 1")
+    assert "this run vs 1 reference run" in step["comparison"]
+
+
+def test_settings_out_of_range_are_refused_naming_the_variable():
+    steps = plan(GOOD, "0.5.12", ONE_STEP)
+    with pytest.raises(RegressionError, match=r"^sglang_verify settings out of range: sglang_verify_min_effect_pct 0: "):
+        judge(results(steps, [[70.2], [70.4]]), HISTORY, {**TH, "min_effect_pct": 0})
 
 
 def test_an_unmeasured_baseline_is_refused():

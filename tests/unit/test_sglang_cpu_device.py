@@ -29,7 +29,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import
     cpu_facts,
     declared_facts,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.verify import roofline
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, roofline
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import evaluate
 from scripts import fleet_report
 
@@ -214,9 +214,14 @@ def bench(decode):
              "completed": 6, "failed": 0, **shape}]
 
 
+def verify_cpu(b, th):
+    server = {"host": "cpu1", "version": "0.5.23", "args": CPU_ARGS, "gpu": CPU, "weight_bytes": WEIGHTS}
+    return evaluate(b, th, server, [], stamp="20261201T080000Z")
+
+
 def test_verify_on_a_cpu_host_says_the_roofline_is_not_applicable():
     th = {"min_decode_tok_s": 20, "history_window": 3, "regression_tolerance_pct": 5}
-    ok = evaluate(bench(25.0), th, [], CPU, WEIGHTS, "0.5.23", CPU_ARGS, "cpu1", "20261201T080000Z")
+    ok = verify_cpu(bench(25.0), th)
     assert ok["ok"] is True
     assert ok["report"]["roofline"] == {"error": "not applicable on a CPU host (sglang_args.device: cpu)",
                                         "not_applicable": True}
@@ -224,12 +229,12 @@ def test_verify_on_a_cpu_host_says_the_roofline_is_not_applicable():
     assert ok["report"]["gpu"] == {"source": "cpu", "gpu_model": None, "gpu_count": 0, "hbm_bandwidth_gbs": None}
     assert ok["line"] == ("cpu1: PASS single-stream decode 25.0 tok/s (floor 20.0 tok/s, no history yet, roofline "
                           "not applicable on a CPU host) [floor pass, history skip, accept_length skip, last_good skip]")
-    slow = evaluate(bench(10.0), th, [], CPU, WEIGHTS, "0.5.23", CPU_ARGS, "cpu1", "20261201T080000Z")
+    slow = verify_cpu(bench(10.0), th)
     assert slow["failures"] == [
-        "floor: single-stream decode 10.0 tok/s < floor 20.0 tok/s (history median n/a (no passing run with this "
-        "version and flags yet); roofline not applicable on a CPU host (sglang_args.device: cpu)); check: other "
-        "processes on the host's cores (top), CPU frequency scaling, the resolved settings (ansible-playbook "
-        "audit.yml -l cpu1), the service log"]
+        "floor: single-stream decode 10.0 tok/s < floor 20.0 tok/s (history n/a (no passing run with this "
+        "version and flags yet); roofline not applicable on a CPU host (sglang_args.device: cpu)); "
+        + gates.CHECK_SPEED_CPU.format(host="cpu1")]
+    assert slow["record"]["hardware"] == "cpu"   # what a CPU host's peers are matched on
 
 
 def test_the_audit_says_the_host_has_no_gpu():
@@ -240,7 +245,7 @@ def test_the_audit_says_the_host_has_no_gpu():
 
 def test_the_fleet_report_row_of_a_cpu_host(tmp_path):
     th = {"min_decode_tok_s": 20, "history_window": 3, "regression_tolerance_pct": 5}
-    verify = evaluate(bench(25.0), th, [], CPU, WEIGHTS, "0.5.23", CPU_ARGS, "cpu1", "20261201T080000Z")["report"]
+    verify = verify_cpu(bench(25.0), th)["report"]
     audit = {"ok": True, "sglang": {"version": "0.5.23", "era": "c"}, "hardware": CPU, "findings": []}
     folder = tmp_path / "cpu1"
     folder.mkdir()

@@ -1,36 +1,44 @@
-"""sglang_verify gates: exact messages for pass, each failure, no history, other version/flags."""
+"""sglang_verify gates (plugins/module_utils/verify/gates.py) and their settings (settings.py): one exact
+message per gate, then what a user relies on, on the report's fields: each gate's status, the noise-aware
+rows (verdict, effect, reference runs, noise source), the history record and when to measure again."""
 
 import json
-import re
+import math
+import random
 
 import pytest
+import yaml
+from ansible_run import REPO
 
+from ansible_collections.sglang.fleet.filter_plugins import sglang_verify as verify_filters
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, settings
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import (
+    DECODE,
     VerifyError,
     baseline,
     evaluate,
     fingerprint,
     levels,
-    median,
     read_history,
 )
 
 GPU = declared_facts({"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2})
+HARDWARE = "NVIDIA RTX A6000 x2"
 ARGS = {"host": "127.0.0.1", "port": 30000, "model_path": "/models/Qwen3.6-27B", "tp_size": 2,
         "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
         "speculative_num_draft_tokens": 4}
-TH = {"min_decode_tok_s": 50, "min_accept_length": 2.5, "history_window": 3, "regression_tolerance_pct": 5}
+# The noise prior as the role's defaults have it, pinned: the figures of the messages below do not move
+# when the defaults are tuned (test_the_role_defaults_are_the_settings_defaults checks the defaults).
+PRIOR = {"run_noise_prior_pct": 2, "run_noise_prior_dof": 4}
+TH = {"min_decode_tok_s": 50, "min_accept_length": 2.5, "history_window": 3, "regression_tolerance_pct": 5, **PRIOR}
+FIXED = {**TH, "gate_mode": "fixed"}
 W = 27_000_000_000
 FP = fingerprint("0.5.11", ARGS)["id"]
 ROOF = "roofline 150.6 tok/s at accept length 3.19"
 SHAPE = {"api": "completions", "input_len": 512, "output_len": 256}
 WL = "completions in=512 out=256 c=1,4"
-CHECK_SPEED = ("check: GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), other processes on the GPUs "
-               "(nvidia-smi), the resolved settings (ansible-playbook audit.yml -l ct129), the service log")
-CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.yml -l ct129: speculative_algorithm "
-              "and speculative_num_steps in /server_info; MTP can be silently off, sglang PR #23859), the draft "
-              "model / MTP weights, speculative_num_steps and speculative_num_draft_tokens in sglang_args")
+STAMP = "20261130T080000Z"
 
 
 def bench(decode, out4, accept=3.19):
@@ -42,172 +50,106 @@ def bench(decode, out4, accept=3.19):
     ]
 
 
-def rec(stamp, decode, out4, passed=True, fp=FP, accept=3.19, wl=WL):
+def rec(stamp, decode, out4, passed=True, fp=FP, accept=3.19, wl=WL, **extra):
     return {"generated_at": stamp, "fingerprint": fp, "workload": wl, "passed": passed, "accept_length": accept,
-            "metrics": {"decode_tok_s@1": decode, "output_tok_s@4": out4}}
+            "metrics": {"decode_tok_s@1": decode, "output_tok_s@4": out4}, **extra}
+
+
+def server(args=ARGS, version="0.5.11", host="ct129", weight_bytes=W, gpu=GPU):
+    return {"host": host, "version": version, "args": args, "gpu": gpu, "weight_bytes": weight_bytes}
+
+
+def run(b, history=(), th=TH, args=ARGS, version="0.5.11", weight_bytes=W, stamp=STAMP, **kw):
+    """One verify run of ct129 as sglang_verify_gates runs it."""
+    return evaluate(b, th, server(args, version, weight_bytes=weight_bytes), list(history), stamp=stamp, **kw)
+
+
+def gate(result, name):
+    return next(g for g in result["report"]["gates"] if g["gate"] == name)
+
+
+def decode_row(g):
+    return next(r for r in g["metrics"] if r["metric"] == DECODE)
+
+
+def stamp_of(i):
+    return f"20261201T{i // 60:02d}{i % 60:02d}00Z"
+
+
+def verify_runs(decodes, history=(), th=None, host="ct129", peers=(), start=0):
+    """Verify runs one after the other, each record appended to the history as the role does: (the
+    results, the history). Thresholds default to the role's defaults (no floor, no accept length)."""
+    history, results = list(history), []
+    for i, decode in enumerate(decodes, start):
+        r = evaluate(bench(decode, decode * 3.6), th or {}, server(host=host), list(history), peers=peers,
+                     stamp=stamp_of(i))
+        history.append(r["record"])
+        results.append(r)
+    return results, history
+
+
+def steady(n, level, cv=0.01, seed=1):
+    rng = random.Random(seed)
+    return [round(level * math.exp(rng.gauss(0, cv)), 1) for _ in range(n)]
 
 
 HISTORY = [rec("20261130T070000Z", 53.0, 190.0), rec("20261130T071000Z", 54.0, 200.0),
            rec("20261130T072000Z", 55.0, 195.0)]
+# Ten runs of one release whose figures move ~0.6 % from run to run.
+STEADY = [rec(f"20261130T0{i}0000Z", d, o) for i, (d, o) in enumerate(zip(
+    (53.6, 54.1, 53.5, 54.3, 53.8, 54.6, 53.9, 54.2, 53.4, 54.0),
+    (195.0, 196.8, 194.2, 197.1, 195.5, 196.0, 194.8, 196.4, 195.2, 195.9)))]
 
 
-def run(b, history=(), th=TH, args=ARGS):
-    return evaluate(b, th, list(history), GPU, W, "0.5.11", args, "ct129", "20261130T080000Z")
+# ------------------------------------------------------------------ one exact message per gate
 
-
-def test_pass_with_history():
-    r = run(bench(53.8, 192.0), HISTORY)
-    assert r["ok"] is True and r["failures"] == []
-    assert r["line"] == ("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, history 54.0 tok/s over 3, "
-                         "roofline 150.6 tok/s, 35.7 % of it), accept length 3.19 (min 2.5); c=4 192.0 tok/s out "
-                         "[floor pass, history pass, accept_length pass, last_good skip]")
-    assert r["lines"][1:] == [
-        f"floor: single-stream decode 53.8 tok/s >= floor 50.0 tok/s (history median 54.0 tok/s over 3 passing runs; "
-        f"{ROOF}, measured 35.7 % of it)",
-        f"history: within 5 % of the median of the last 3 passing runs of sglang 0.5.11 with these flags, fingerprint "
-        f"{FP}, workload {WL}, 20261130T070000Z .. 20261130T072000Z (largest change -1.5 % in output at concurrency 4)",
-        f"accept length: 3.19 >= minimum 2.5 (history median 3.19; speculative_algorithm NEXTN; single-stream decode "
-        f"53.8 tok/s, {ROOF}, measured 35.7 % of it)",
-        "last known good: none on this host yet (the first release that passes every gate becomes it)",
-    ]
-    assert r["record"] == {
-        "generated_at": "20261130T080000Z", "host": "ct129", "version": "0.5.11", "fingerprint": FP, "workload": WL,
-        "passed": True,
-        "gates": {"floor": "pass", "history": "pass", "accept_length": "pass", "last_good": "skip"},
-        "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "samples": {}, "measurements": 1,
-        "accept_length": 3.19,
-        "efficiency_pct": 35.7, "upper_bound_tok_s": 150.6,
-    }
-    assert r["report"]["roofline"]["formula"] == (
-        "3.19 accepted/pass x 0.83 x 768 GB/s x 2 GPU / 27.00 GB = 150.6 tok/s")
-
-
-def test_absolute_floor_fails():
-    r = run(bench(26.9, 96.0), HISTORY, th=dict(TH, regression_tolerance_pct=60))
+def test_the_floor_gate_fails_below_the_floor_and_says_what_to_check():
+    r = run(bench(26.9, 96.0), HISTORY, th=FIXED | {"regression_tolerance_pct": 60})
     assert r["ok"] is False
     assert r["failures"] == [
         f"floor: single-stream decode 26.9 tok/s < floor 50.0 tok/s (history median 54.0 tok/s over 3 passing runs; "
-        f"{ROOF}, measured 17.9 % of it); {CHECK_SPEED}; accept length 3.19",
+        f"{ROOF}, measured 17.9 % of it); {gates.CHECK_SPEED.format(host='ct129')}; accept length 3.19",
     ]
     assert r["record"]["passed"] is False
     assert r["record"]["gates"] == {"floor": "fail", "history": "pass", "accept_length": "pass", "last_good": "skip"}
+    floor = gate(r, "floor")
+    assert (floor["measured"], floor["threshold"]) == (26.9, 50.0)
 
 
-def test_history_fails_above_the_floor():
-    r = run(bench(48.4, 176.0), HISTORY, th=dict(TH, min_decode_tok_s=40))
-    assert r["failures"] == [
-        "history: single-stream decode 48.4 tok/s is 10.4 % below the history median 54.0 tok/s (threshold 51.3 tok/s "
-        "= median - 5 %); output at concurrency 4 176.0 tok/s is 9.7 % below the history median 195.0 tok/s "
-        f"(threshold 185.2 tok/s = median - 5 %) (last 3 passing runs of sglang 0.5.11 with these flags, fingerprint "
-        f"{FP}, workload {WL}, 20261130T070000Z .. 20261130T072000Z; floor 40.0 tok/s; roofline 150.6 tok/s at accept length 3.19, "
-        "measured 32.1 % of it); check: what changed since 20261130T072000Z (driver, CUDA, firmware, GPU clocks, "
-        "other load on the host, the model files), then GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), "
-        "other processes on the GPUs (nvidia-smi), the resolved settings (ansible-playbook audit.yml -l ct129), "
-        "the service log",
-    ]
-    gate = r["report"]["gates"][1]
-    assert [(m["metric"], m["change_pct"], m["status"]) for m in gate["metrics"]] == [
-        ("decode_tok_s@1", -10.4, "fail"), ("output_tok_s@4", -9.7, "fail")]
+def test_the_history_gate_fails_a_loss_beyond_the_run_to_run_noise_with_one_figure_per_metric():
+    """gate_mode noise: each metric's one figure (the effect with its interval, the reference runs and
+    the noise it was judged with), then what to check, then how to start a new baseline."""
+    r = run(bench(43.0, 157.0), STEADY, th={"min_decode_tok_s": 40, "min_accept_length": 2.5, **PRIOR})
+    history = gate(r, "history")
+    assert (history["status"], r["ok"]) == ("fail", False)
+    noise = ("this run vs 5 reference runs, run-to-run noise 1.4 % over 10 dof (this host's 10 runs as 6 dof + prior "
+             "2 % as 4 dof, sglang_verify_run_noise_prior_pct)")
+    check = gates.CHECK_SPEED.format(host="ct129").removeprefix("check: ")
+    assert r["failures"] == [history["message"]] == [
+        f"history: single-stream decode 43.0 tok/s against the reference 54.0 tok/s: -20.4 % [-24.2, -16.4] ({noise}; "
+        f"detects a loss of 7.5 % or more, cares from 3.0 %): fail; output at concurrency 4 157.0 tok/s against the "
+        f"reference 195.7 tok/s: -19.8 % [-23.4, -15.9] ({noise}; detects a loss of 7.1 % or more, cares from 3.0 %): "
+        f"fail (last 5 passing runs of sglang 0.5.11 with these flags, fingerprint {FP}, workload {WL}, "
+        f"20261130T050000Z .. 20261130T090000Z; floor 40.0 tok/s; {ROOF}, measured 28.6 % of it); check: what "
+        f"changed since 20261130T090000Z (driver, CUDA, firmware, GPU clocks, other load on the host, the model "
+        f"files), then {check}; {gates.REBASELINE}"]
+    row = decode_row(history)
+    assert (row["status"], row["noise_verdict"], row["decided_by"], row["noise_basis"], row["noise_source"]) == (
+        "fail", "fail", "noise", "runs", "host+prior")
+    assert (row["reference_runs"], row["measurements"]) == (5, 1) and row["effect_pct"] == pytest.approx(-20.4, abs=0.05)
+    assert row["interval_pct"][1] < -3 and "threshold" not in row
 
 
-def test_accept_length_too_low_fails():
-    r = run(bench(51.0, 190.0, accept=1.85), HISTORY, th=dict(TH, regression_tolerance_pct=60))
+def test_the_accept_length_gate_fails_a_low_accept_length_and_says_what_to_check():
+    r = run(bench(51.0, 190.0, accept=1.85), HISTORY, th=FIXED | {"regression_tolerance_pct": 60})
     assert r["failures"] == [
         "accept length: 1.85 < minimum 2.5 (history median 3.19; speculative_algorithm NEXTN; single-stream decode "
-        f"51.0 tok/s, roofline 87.4 tok/s at accept length 1.85, measured 58.4 % of it); {CHECK_SPEC}",
+        f"51.0 tok/s, roofline 87.4 tok/s at accept length 1.85, measured 58.4 % of it); "
+        f"{gates.CHECK_SPEC.format(host='ct129')}",
     ]
+    acc = gate(r, "accept_length")
+    assert (acc["status"], acc["measured"], acc["threshold"], acc["history_median"]) == ("fail", 1.85, 2.5, 3.19)
 
-
-@pytest.mark.parametrize("accept", [None, 0.0], ids=["none", "metrics-gauge-zero"])
-def test_no_accept_length_reported_with_speculative_configured_fails(accept):
-    r = run(bench(22.7, 85.0, accept=accept), th=dict(TH, min_decode_tok_s=20))
-    assert r["report"]["accept_length"] is None
-    assert r["failures"] == [
-        "accept length: speculative_algorithm NEXTN is configured but the server reports no accept length (minimum "
-        "2.5; history median n/a): speculative decoding is not running; single-stream decode 22.7 tok/s, roofline "
-        f"47.2 tok/s at accept length 1.00, measured 48.1 % of it; {CHECK_SPEC}",
-    ]
-
-
-def test_no_history_yet_skips_the_history_gate():
-    r = run(bench(53.8, 192.0))
-    assert r["ok"] is True
-    assert r["lines"][2] == (
-        f"history: no passing run of sglang 0.5.11 with these flags (fingerprint {FP}) and this workload ({WL}) yet; "
-        f"this run starts the baseline ({ROOF}, measured 35.7 % of it)")
-    assert r["record"]["gates"]["history"] == "skip"
-    assert r["line"].startswith("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, no history yet, ")
-
-
-def test_history_of_other_versions_flags_workloads_failed_runs_is_ignored():
-    other_flags = fingerprint("0.5.11", dict(ARGS, speculative_num_steps=1))["id"]
-    other_version = fingerprint("0.5.12", ARGS)["id"]
-    assert len({FP, other_flags, other_version}) == 3
-    history = [rec("20261130T060000Z", 90.0, 300.0, fp=other_flags),
-               rec("20261130T061000Z", 90.0, 300.0, fp=other_version),
-               rec("20261130T062000Z", 90.0, 300.0, passed=False),
-               rec("20261130T062500Z", 90.0, 300.0, wl="completions in=128 out=64 c=1,4"),
-               rec("20261130T063000Z", 53.0, 190.0)]
-    r = run(bench(52.0, 188.0), history)
-    assert r["ok"] is True
-    assert r["report"]["history"] == {"runs": 1, "window": 3, "samples": {},
-                                      "values": {"decode_tok_s@1": [53.0], "output_tok_s@4": [190.0]},
-                                      "since": "20261130T063000Z", "last": "20261130T063000Z",
-                                      "median": {"decode_tok_s@1": 53.0, "output_tok_s@4": 190.0},
-                                      "accept_length": 3.19}
-    # and with only the other records, no history at all
-    r = run(bench(52.0, 188.0), history[:4])
-    assert r["record"]["gates"]["history"] == "skip"
-
-
-def test_window_takes_the_last_k_passing_runs():
-    history = [rec(f"20261130T0{i}0000Z", v, 100.0) for i, v in enumerate([10.0, 20.0, 30.0, 40.0, 50.0])]
-    assert baseline(history, FP, 3)["median"]["decode_tok_s@1"] == 40.0
-    assert baseline(history, FP, 2)["median"]["decode_tok_s@1"] == 45.0
-    assert baseline(list(reversed(history)), FP, 3)["since"] == "20261130T020000Z"
-
-
-def test_fingerprint_ignores_order_and_false_flags():
-    a = fingerprint("0.5.11", {"tp_size": 2, "model_path": "/m", "enable_metrics": False})
-    b = fingerprint("0.5.11", {"model_path": "/m", "tp_size": 2})
-    assert a == b == {"id": a["id"], "version": "0.5.11", "argv": ["--model-path", "/m", "--tp-size", "2"]}
-
-
-def test_no_speculation_skips_the_accept_gate_and_no_floor_skips_the_floor():
-    args = {k: v for k, v in ARGS.items() if not k.startswith("speculative")}
-    r = run(bench(22.7, 85.0, accept=None), th=dict(TH, min_decode_tok_s=0), args=args)
-    assert r["ok"] is True
-    assert r["lines"][1] == "floor: no sglang_verify_min_decode_tok_s set"
-    assert r["lines"][3] == "accept length: speculative decoding not configured"
-
-
-def test_roofline_unavailable_is_reported_not_fatal():
-    r = evaluate(bench(53.8, 192.0), TH, [], GPU, None, "0.5.11", ARGS, "ct129", "s")
-    assert r["ok"] is True
-    assert r["report"]["roofline"] == {"error": (
-        "model weight bytes unknown (set sglang_model_weight_bytes, or give the model folder a "
-        "model.safetensors.index.json / *.safetensors / config.json)")}
-    assert "roofline n/a" in r["line"]
-
-
-def test_bad_input():
-    with pytest.raises(VerifyError, match=r"^no single-stream \(concurrency 1\) benchmark result$"):
-        levels(bench(50.0, 100.0)[1:])
-    with pytest.raises(VerifyError, match="^two benchmark results at concurrency 1$"):
-        levels(bench(50.0, 100.0)[:1] * 2)
-    with pytest.raises(VerifyError, match="^thresholds out of range"):
-        run(bench(50.0, 100.0), th=dict(TH, regression_tolerance_pct=100))
-    with pytest.raises(VerifyError, match="^history_window must be a whole number >= 1, got 0$"):
-        baseline([], FP, 0)
-    assert median([3, 1, 2, 10]) == 2.5
-
-
-def test_read_history_skips_blank_and_broken_lines():
-    text = json.dumps(rec("a", 1.0, 2.0)) + "\n\n{not json\n[1]\n" + json.dumps(rec("b", 1.0, 2.0)) + "\n"
-    assert [r["generated_at"] for r in read_history(text)] == ["a", "b"]
-
-
-# --- the cross-release gate: the host's last known good release, whatever its version or flags ---
 
 def last_good(decode=53.8, out4=192.0, version="0.5.11", args=ARGS, wl=WL, gpu=("NVIDIA RTX A6000", 2)):
     return {"id": f"{version}-0123456789ab", "version": version, "fingerprint": fingerprint(version, args)["id"],
@@ -220,44 +162,239 @@ ONE_STEP = {**ARGS, "speculative_num_steps": 1, "speculative_num_draft_tokens": 
 NO_FLOOR = {**TH, "min_decode_tok_s": 0, "min_accept_length": 0}
 
 
-def run_lg(b, lg, args=ONE_STEP, version="0.5.11", accept=False, th=NO_FLOOR):
-    return evaluate(b, th, [], GPU, W, version, args, "ct129", "20261130T080000Z", last_good=lg,
-                    accept_regression=accept)
+def run_lg(b, lg, args=ONE_STEP, version="0.5.11", th=NO_FLOOR, history=()):
+    return run(b, history, th=th, args=args, version=version, last_good=lg)
 
 
 def test_the_seeds_one_step_redeploy_fails_against_the_last_known_good_without_any_expectation():
+    """A host with no history of its own: its last known good's one recorded run, judged with the prior."""
     r = run_lg(bench(37.7, 140.0, accept=1.85), last_good())
     assert r["ok"] is False
     assert r["record"]["gates"] == {"floor": "skip", "history": "skip", "accept_length": "skip", "last_good": "fail"}
-    msg = r["failures"][0]
-    lg_fp = fingerprint("0.5.11", ARGS)["id"]
-    assert msg.startswith(
-        "last known good: single-stream decode 37.7 tok/s is 29.9 % below 53.8 tok/s (threshold 51.1 tok/s = last "
-        "known good - 5 %); output at concurrency 4 140.0 tok/s is 27.1 % below 192.0 tok/s (threshold 182.4 tok/s = "
-        f"last known good - 5 %) of the last known good release 0.5.11-0123456789ab (sglang 0.5.11, fingerprint "
-        f"{lg_fp}, verified 20261130T060000Z); what changed: speculative_num_draft_tokens 4 -> 2, "
-        "speculative_num_steps 3 -> 1; roofline")
-    assert msg.endswith("fix the inventory, or accept the new speed as the baseline with "
-                        "-e sglang_verify_accept_regression=true")
+    noise = ("this run vs 1 reference run, run-to-run noise 2.0 % over 4 dof (prior 2 % as 4 dof, "
+             "sglang_verify_run_noise_prior_pct); detects a loss of 17.3 % or more, cares from 3.0 %")
+    assert r["failures"] == [
+        f"last known good: against release 0.5.11-0123456789ab (sglang 0.5.11, fingerprint {FP}, verified "
+        f"20261130T060000Z), its one recorded run: single-stream decode 37.7 tok/s against the last known good 53.8 "
+        f"tok/s: -29.9 % [-38.5, -20.2] ({noise}): fail; output at concurrency 4 140.0 tok/s against the last known "
+        f"good 192.0 tok/s: -27.1 % [-36.0, -16.9] ({noise}): fail; what changed: speculative_num_draft_tokens 4 -> "
+        f"2, speculative_num_steps 3 -> 1; roofline 87.4 tok/s at accept length 1.85, measured 43.1 % of it; fix the "
+        f"inventory, or accept the new speed as the baseline with -e sglang_verify_accept_regression=true"]
+    lg = gate(r, "last_good")
+    assert (lg["runs"], lg["release"], decode_row(lg)["noise_source"]) == (1, "0.5.11-0123456789ab", "prior")
 
+
+# ------------------------------------------------------------------ the gates on their fields
+
+def test_pass_with_history():
+    r = run(bench(53.8, 192.0), HISTORY, th=FIXED)
+    assert r["ok"] is True and r["failures"] == []
+    assert r["line"] == ("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, history 54.0 tok/s over 3, "
+                         "roofline 150.6 tok/s, 35.7 % of it), accept length 3.19 (min 2.5); c=4 192.0 tok/s out "
+                         "[floor pass, history pass, accept_length pass, last_good skip]")
+    assert r["record"] == {
+        "generated_at": STAMP, "host": "ct129", "version": "0.5.11", "fingerprint": FP, "workload": WL,
+        "hardware": HARDWARE, "passed": True,
+        "gates": {"floor": "pass", "history": "pass", "accept_length": "pass", "last_good": "skip"},
+        "metrics": {"decode_tok_s@1": 53.8, "output_tok_s@4": 192.0}, "samples": {}, "measurements": 1,
+        "accept_length": 3.19,
+        "efficiency_pct": 35.7, "upper_bound_tok_s": 150.6,
+    }
+    assert r["report"]["roofline"]["formula"] == (
+        "3.19 accepted/pass x 0.83 x 768 GB/s x 2 GPU / 27.00 GB = 150.6 tok/s")
+    # gate_mode fixed: the tolerance decides, against the reference runs' median
+    rows = gate(r, "history")["metrics"]
+    assert [(m["metric"], m["reference"], m["reference_runs"], m["change_pct"], m["status"]) for m in rows] == [
+        ("decode_tok_s@1", 54.0, 3, -0.4, "pass"), ("output_tok_s@4", 195.0, 3, -1.5, "pass")]
+    assert r["measure_again"] is False and r["inconclusive"] is False
+
+
+def test_the_fixed_mode_decides_by_the_tolerance_and_reports_the_noise_aware_verdict():
+    r = run(bench(48.4, 176.0), HISTORY, th=FIXED | {"min_decode_tok_s": 40})
+    history = gate(r, "history")
+    assert (history["status"], r["ok"]) == ("fail", False)
+    assert [(m["metric"], m["change_pct"], m["threshold"], m["status"]) for m in history["metrics"]] == [
+        ("decode_tok_s@1", -10.4, 51.3, "fail"), ("output_tok_s@4", -9.7, 185.25, "fail")]
+    row = decode_row(history)
+    assert row["noise_verdict"] in ("fail", "inconclusive", "pass") and "decided_by" not in row
+    assert history["message"].endswith(
+        f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream decode {row['comparison']}")
+    assert r["report"]["thresholds"]["gate_mode"] == "fixed"
+    # -8 % on a steady host passes the fixed 10 %: the noise-aware verdict that would fail it is only reported
+    r = run(bench(49.5, 196.0), STEADY, th=FIXED | {"regression_tolerance_pct": 10, "min_decode_tok_s": 40})
+    row = decode_row(gate(r, "history"))
+    assert (r["ok"], gate(r, "history")["status"], row["status"], row["noise_verdict"]) == (True, "pass", "pass", "fail")
+
+
+@pytest.mark.parametrize("accept", [None, 0.0], ids=["none", "metrics-gauge-zero"])
+def test_no_accept_length_reported_with_speculative_configured_fails(accept):
+    r = run(bench(22.7, 85.0, accept=accept), th={**TH, "min_decode_tok_s": 20})
+    assert r["report"]["accept_length"] is None and r["record"]["accept_length"] is None
+    acc = gate(r, "accept_length")
+    assert (acc["status"], acc["measured"], r["ok"]) == ("fail", None, False)
+    assert r["failures"] == [acc["message"]]
+    assert "the server reports no accept length" in acc["message"]
+    assert acc["message"].endswith(gates.CHECK_SPEC.format(host="ct129"))
+    assert r["report"]["roofline"]["accept_length"] == 1.0   # the roofline of a server that does not speculate
+
+
+def test_no_history_yet_skips_the_history_gate_and_this_run_starts_the_baseline():
+    r = run(bench(53.8, 192.0))
+    assert r["ok"] is True
+    history = gate(r, "history")
+    assert history["status"] == "skip" and "metrics" not in history
+    assert "this run starts the baseline" in history["message"]
+    assert r["record"]["gates"]["history"] == "skip" and r["record"]["passed"] is True
+    assert r["line"].startswith("ct129: PASS single-stream decode 53.8 tok/s (floor 50.0 tok/s, no history yet, ")
+
+
+def test_history_of_other_versions_flags_workloads_failed_runs_is_no_reference():
+    other_flags = fingerprint("0.5.11", dict(ARGS, speculative_num_steps=1))["id"]
+    other_version = fingerprint("0.5.12", ARGS)["id"]
+    assert len({FP, other_flags, other_version}) == 3
+    history = [rec("20261130T060000Z", 90.0, 300.0, fp=other_flags),
+               rec("20261130T061000Z", 90.0, 300.0, fp=other_version),
+               rec("20261130T062000Z", 90.0, 300.0, passed=False),
+               rec("20261130T062500Z", 90.0, 300.0, wl="completions in=128 out=64 c=1,4"),
+               rec("20261130T063000Z", 53.0, 190.0)]
+    r = run(bench(52.0, 188.0), history, th=FIXED)
+    assert r["ok"] is True
+    assert r["report"]["history"] == {"runs": 1, "window": 3, "dropped": 0, "passing": 1,
+                                      "values": {"decode_tok_s@1": [53.0], "output_tok_s@4": [190.0]},
+                                      "since": "20261130T063000Z", "last": "20261130T063000Z",
+                                      "median": {"decode_tok_s@1": 53.0, "output_tok_s@4": 190.0},
+                                      "accept_length": 3.19}
+    # the failed run of this fingerprint is no reference, but its step to the next run informs the noise
+    assert r["report"]["noise"][DECODE]["basis"].startswith("this host's 4 runs (1 failed) as 1 dof")
+    # and with only the other records, no reference at all
+    r = run(bench(52.0, 188.0), history[:4])
+    assert r["record"]["gates"]["history"] == "skip"
+
+
+def test_window_takes_the_last_k_passing_runs():
+    history = [rec(f"20261130T0{i}0000Z", v, 100.0) for i, v in enumerate([10.0, 20.0, 30.0, 40.0, 50.0])]
+    assert baseline(history, FP, 3)["median"]["decode_tok_s@1"] == 40.0
+    assert baseline(history, FP, 2)["median"]["decode_tok_s@1"] == 45.0
+    assert baseline(list(reversed(history)), FP, 3)["since"] == "20261130T020000Z"
+    assert baseline(history + [rec("20261130T060000Z", 5.0, 100.0, passed=False)], FP, 3)["values"][DECODE] == [
+        30.0, 40.0, 50.0]
+
+
+def test_the_baseline_starts_again_at_the_latest_rebaseline_record():
+    history = [rec(f"20261130T0{i}0000Z", v, 100.0) for i, v in enumerate([50.0, 51.0, 50.5, 50.8])]
+    history += [rec("20261130T050000Z", 40.0, 80.0, rebaseline=True), rec("20261130T060000Z", 40.5, 81.0)]
+    base = baseline(history, FP, 5)
+    assert (base["runs"], base["dropped"], base["since"]) == (2, 4, "20261130T050000Z")
+    assert base["values"][DECODE] == [40.0, 40.5]
+    assert baseline(history[:4], FP, 5)["runs"] == 4
+
+
+def test_a_rebaseline_says_how_many_passing_runs_stop_being_the_reference_beyond_the_window_too():
+    """The message counts every passing run since the latest re-baseline (that record included), not only
+    the window's 3: all of them stop being the reference. Failed runs and runs before it are not counted."""
+    history = [rec(f"20261130T00{i:02d}00Z", 50.0 + i / 10, 180.0) for i in range(3)]
+    history += [rec("20261130T010000Z", 53.0, 190.0, rebaseline=True)]
+    history += [rec(f"20261130T02{i:02d}00Z", 53.0 + i / 10, 190.0) for i in range(7)]
+    history += [rec("20261130T030000Z", 40.0, 150.0, passed=False)]
+    base = baseline(history, FP, 3, WL)
+    assert (base["runs"], base["passing"], base["dropped"]) == (3, 8, 3)
+    r = run(bench(53.4, 191.0), history, th=TH | {"rebaseline": True})
+    assert gate(r, "history")["message"] == (
+        f"history: a new baseline starts with this run (sglang_verify_rebaseline): the 8 earlier passing runs of "
+        f"sglang 0.5.11 with these flags (fingerprint {FP}) no longer count as its reference ({ROOF}, measured 35.5 % "
+        "of it)")
+    assert r["report"]["history"]["passing"] == 8 and r["record"]["rebaseline"] is True
+
+
+def test_fingerprint_ignores_order_and_false_flags():
+    a = fingerprint("0.5.11", {"tp_size": 2, "model_path": "/m", "enable_metrics": False})
+    b = fingerprint("0.5.11", {"model_path": "/m", "tp_size": 2})
+    assert a == b == {"id": a["id"], "version": "0.5.11", "argv": ["--model-path", "/m", "--tp-size", "2"]}
+
+
+def test_no_speculation_skips_the_accept_gate_and_no_floor_skips_the_floor():
+    args = {k: v for k, v in ARGS.items() if not k.startswith("speculative")}
+    r = run(bench(22.7, 85.0, accept=None), th=dict(TH, min_decode_tok_s=0), args=args)
+    assert r["ok"] is True
+    assert (gate(r, "floor")["status"], gate(r, "accept_length")["status"]) == ("skip", "skip")
+    assert "sglang_verify_min_decode_tok_s" in gate(r, "floor")["message"]
+    assert r["report"]["speculative_algorithm"] is None
+
+
+def test_roofline_unavailable_is_reported_not_fatal():
+    r = run(bench(53.8, 192.0), weight_bytes=0, stamp="s")
+    assert r["ok"] is True
+    assert r["report"]["roofline"] == {"error": (
+        "model weight bytes unknown (set sglang_model_weight_bytes, or give the model folder a "
+        "model.safetensors.index.json / *.safetensors / config.json)")}
+    assert "roofline n/a" in r["line"] and r["record"]["upper_bound_tok_s"] is None
+
+
+def test_bad_input():
+    with pytest.raises(VerifyError, match=r"^no single-stream \(concurrency 1\) benchmark result$"):
+        levels(bench(50.0, 100.0)[1:])
+    with pytest.raises(VerifyError, match="^two benchmark results at concurrency 1$"):
+        levels(bench(50.0, 100.0)[:1] * 2)
+    with pytest.raises(VerifyError, match=r"^sglang_verify settings out of range: "
+                                          r"sglang_verify_regression_tolerance_pct 100: must be a number in \[0, 100\)$"):
+        run(bench(50.0, 100.0), th=dict(TH, regression_tolerance_pct=100))
+    with pytest.raises(VerifyError, match="^history_window must be a whole number >= 1, got 0$"):
+        baseline([], FP, 0)
+
+
+def test_read_history_skips_blank_and_broken_lines():
+    text = json.dumps(rec("a", 1.0, 2.0)) + "\n\n{not json\n[1]\n" + json.dumps(rec("b", 1.0, 2.0)) + "\n"
+    assert [r["generated_at"] for r in read_history(text)] == ["a", "b"]
+
+
+# ------------------------------------------------------------------ the last known good gate
 
 def test_a_version_change_is_named_and_an_accepted_regression_passes():
     new = {**ARGS, "cuda_graph_max_bs": 8}
-    r = run_lg(bench(40.0, 150.0), last_good(), args=new, version="0.5.18", accept=True)
+    r = run_lg(bench(40.0, 150.0), last_good(), args=new, version="0.5.18", th={**NO_FLOOR, "accept_regression": True})
     assert r["ok"] is True
-    gate = r["report"]["gates"][-1]
-    assert gate["status"] == "accepted" and gate["changed"] == ["sglang 0.5.11 -> 0.5.18", "cuda_graph_max_bs unset -> 8"]
-    assert gate["message"].endswith("accepted as the new baseline (sglang_verify_accept_regression)")
+    lg = gate(r, "last_good")
+    assert lg["status"] == "accepted" and lg["changed"] == ["sglang 0.5.11 -> 0.5.18", "cuda_graph_max_bs unset -> 8"]
+    assert lg["message"].endswith("accepted as the new baseline (sglang_verify_accept_regression)")
+    assert r["record"]["gates"]["last_good"] == "accepted"
 
 
 def test_within_tolerance_of_the_last_known_good_passes_and_says_what_changed():
+    r = run_lg(bench(52.0, 190.0), last_good(), th=NO_FLOOR | {"gate_mode": "fixed"})
+    lg = gate(r, "last_good")
+    assert (r["ok"], lg["status"]) == (True, "pass")
+    assert [(m["metric"], m["change_pct"], m["status"]) for m in lg["metrics"]] == [
+        ("decode_tok_s@1", -3.3, "pass"), ("output_tok_s@4", -1.0, "pass")]
+    assert lg["changed"] == ["speculative_num_draft_tokens 4 -> 2", "speculative_num_steps 3 -> 1"]
+    assert lg["message"].startswith("last known good: within 5 % of release 0.5.11-0123456789ab")
+    assert ("; what changed: speculative_num_draft_tokens 4 -> 2, speculative_num_steps 3 -> 1; noise-aware, reported "
+            "only (sglang_verify_gate_mode fixed): ") in lg["message"]
+
+
+def test_a_small_loss_against_the_last_known_goods_one_run_is_inconclusive_not_a_rollback():
     r = run_lg(bench(52.0, 190.0), last_good())
-    gate = r["report"]["gates"][-1]
-    assert (r["ok"], gate["status"]) == (True, "pass")
-    assert gate["message"].startswith(
-        "last known good: within 5 % of release 0.5.11-0123456789ab (sglang 0.5.11, fingerprint ")
-    assert gate["message"].endswith("(largest change -3.3 % in single-stream decode); what changed: "
-                                    "speculative_num_draft_tokens 4 -> 2, speculative_num_steps 3 -> 1")
+    lg = gate(r, "last_good")
+    assert (r["ok"], lg["status"], decode_row(lg)["noise_verdict"]) == (True, "inconclusive", "inconclusive")
+    assert decode_row(lg)["effect_pct"] == pytest.approx(-3.35, abs=0.01)
+
+
+def test_the_last_known_good_gate_compares_with_that_releases_passing_runs_in_the_history():
+    """Its passing runs in the host's history (failed ones are no reference), else the one run its
+    release record keeps."""
+    lg_runs = [rec(stamp_of(i), d, d * 3.6) for i, d in enumerate(steady(8, 54.0, seed=4))]
+    history = [*lg_runs, rec(stamp_of(20), 40.0, 150.0, passed=False)]
+    r = run_lg(bench(37.7, 140.0, accept=1.85), last_good(), history=history, th={})
+    lg = gate(r, "last_good")
+    assert (lg["status"], lg["runs"]) == ("fail", 5)
+    row = decode_row(lg)
+    assert row["reference_runs"] == 5 and row["noise_source"] == "host+prior"
+    assert row["reference"] == pytest.approx(math.exp(sum(math.log(x["metrics"][DECODE]) for x in lg_runs[-5:]) / 5),
+                                             abs=0.01)
+    assert ", 5 passing runs: " in lg["message"]
+    # without them: the one recorded run
+    alone = gate(run_lg(bench(37.7, 140.0, accept=1.85), last_good(), th={}), "last_good")
+    assert (alone["runs"], decode_row(alone)["reference_runs"], decode_row(alone)["reference"]) == (1, 1, 53.8)
+    assert ", its one recorded run: " in alone["message"]
 
 
 @pytest.mark.parametrize(("lg", "why"), [
@@ -267,197 +404,253 @@ def test_within_tolerance_of_the_last_known_good_passes_and_says_what_changed():
 ])
 def test_a_last_known_good_on_other_model_gpus_or_workload_is_not_compared(lg, why):
     r = run_lg(bench(20.0, 80.0), lg)
-    gate = r["report"]["gates"][-1]
-    assert (r["ok"], gate["status"]) == (True, "skip") and gate["message"].endswith(why)
+    g = gate(r, "last_good")
+    assert (r["ok"], g["status"]) == (True, "skip") and g["message"].endswith(why)
 
 
 def test_the_last_known_good_itself_is_left_to_the_history_gate():
     r = run_lg(bench(20.0, 80.0), last_good(), args=ARGS)
-    gate = r["report"]["gates"][-1]
-    assert gate["status"] == "skip" and gate["message"].endswith("history compares its runs")
+    g = gate(r, "last_good")
+    assert g["status"] == "skip" and g["message"].endswith("history compares its runs")
 
 
-# ------------------------------------------------------------------ noise-aware gates (#27)
+# ------------------------------------------------------------------ run-to-run noise: scenarios
 
-NOISY_TH = {**TH, "gate_mode": "noise", "min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95}
-
-
-def repeated(decodes, out4s):
-    """bench() with each repeat's figures in `runs`, as bench_client returns them."""
-    b = bench(median(decodes), median(out4s))
-    b[0]["runs"] = [{"decode_tok_s_per_stream": {"p50": d}, "output_throughput": d * 0.93} for d in decodes]
-    b[1]["runs"] = [{"decode_tok_s_per_stream": {"p50": o / 4}, "output_throughput": o} for o in out4s]
-    return b
-
-
-def sampled(stamp, decodes, out4s):
-    return {**rec(stamp, median(decodes), median(out4s)),
-            "samples": {"decode_tok_s@1": decodes, "output_tok_s@4": out4s}}
+def test_a_quiet_host_with_runs_enough_passes_an_unchanged_run():
+    _, history = verify_runs(steady(40, 480.0, cv=0.005, seed=2))
+    r = verify_runs([480.0], history, start=40)[0][0]
+    history_gate = gate(r, "history")
+    row = decode_row(history_gate)
+    assert (history_gate["status"], row["noise_verdict"], row["noise_basis"], row["noise_source"]) == (
+        "pass", "pass", "runs", "host+prior")
+    assert row["reference_runs"] == 5 and row["detectable_pct"] <= 6.0
+    assert history_gate["message"].startswith("history: no loss beyond the noise against the last 5 passing runs")
+    assert r["measure_again"] is False
 
 
-STEADY = [sampled(f"20261130T07{i}000Z", [53.0 + (i + j) % 3 * 0.5 for j in range(5)],
-                  [195.0 + (i * j) % 4 for j in range(5)]) for i in range(3)]
+def test_a_host_whose_first_run_was_fast_converges_on_its_later_runs_without_failing():
+    """The issue: the first run of a host at 481 tok/s, then 420-445 tok/s. With the default prior no
+    later run fails (a loss within 3 % noise is inconclusive, and kept), the inconclusive runs become
+    references, and once 5 of them are the window the first run no longer counts."""
+    results, history = verify_runs([481.0, 440.0, 425.0, 445.0, 420.0, 437.0, 430.0])
+    assert [r["ok"] for r in results] == [True] * 7
+    assert [gate(r, "history")["status"] for r in results] == ["skip"] + ["inconclusive"] * 6
+    assert all(rec["passed"] for rec in history)
+    first = decode_row(gate(results[1], "history"))
+    assert (first["reference"], first["reference_runs"], first["effect_pct"]) == (481.0, 1, -8.52)
+    after = verify_runs([441.0], history, start=7)[0][0]
+    row = decode_row(gate(after, "history"))
+    assert row["reference_runs"] == 5 and 420.0 < row["reference"] < 445.0   # 481 left the window
+    assert gate(after, "history")["status"] in ("pass", "inconclusive") and abs(row["effect_pct"]) < 3.0
 
 
-def test_the_record_keeps_every_repeat_and_an_unchanged_run_passes_with_its_interval():
-    r = run(repeated([53.4, 53.9, 53.5, 54.0, 53.6], [196.0, 197.0, 195.5, 196.5, 197.5]), STEADY, NOISY_TH)
-    assert r["record"]["samples"]["decode_tok_s@1"] == [53.4, 53.9, 53.5, 54.0, 53.6]
-    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    assert history["status"] == "pass"
-    row = history["metrics"][0]
-    assert row["noise_verdict"] == "pass" and row["interval_pct"][0] < row["effect_pct"] < row["interval_pct"][1]
-    assert row["noise_pct"] < 1.0 and row["detectable_pct"] < 3.0
-    # the message says what decided: the noise-aware comparison, not a tolerance the gate did not use
-    assert history["message"].startswith("history: no loss beyond the noise against the median of the last 3 passing "
-                                         "runs"), history["message"]
-    assert f"(single-stream decode {row['comparison']})" in history["message"] and "within 5 %" not in history["message"]
+def test_a_real_loss_fails_keeps_failing_and_passes_again_after_a_rebaseline():
+    """Ten steady runs (1 % noise), then a 20 % loss: it fails, and so does every later run at the slower
+    level, since failed runs are no reference (and their one step is clipped out of the noise). A run
+    with rebaseline=true starts a new baseline at the new speed."""
+    results, history = verify_runs(steady(10, 500.0, seed=1) + steady(3, 400.0, seed=2))
+    assert all(r["ok"] for r in results[:10])
+    slow = results[10:]
+    assert [gate(r, "history")["status"] for r in slow] == ["fail"] * 3 and not any(r["ok"] for r in slow)
+    assert [rec["passed"] for rec in history[10:]] == [False] * 3
+    last = decode_row(gate(slow[-1], "history"))
+    assert last["reference"] > 490 and last["effect_pct"] < -15 and last["noise_pct"] < 2.5
+    assert "this host's 12 runs (2 failed) as 8 dof, 1 step clipped" in slow[-1]["report"]["noise"][DECODE]["basis"]
+    assert gate(slow[-1], "history")["message"].endswith(gates.REBASELINE)
+
+    rebased = evaluate(bench(400.0, 1440.0), {"rebaseline": True}, server(), history, stamp=stamp_of(13))
+    assert (gate(rebased, "history")["status"], rebased["ok"]) == ("skip", True)
+    assert rebased["record"]["rebaseline"] is True and rebased["record"]["passed"] is True
+    assert "rebaseline" not in history[0]
+    history.append(rebased["record"])
+
+    after = verify_runs([401.0], history, start=14)[0][0]
+    row = decode_row(gate(after, "history"))
+    # one reference run and ~2 % noise cannot say "pass" yet, but the new speed no longer fails
+    assert after["ok"] is True and gate(after, "history")["status"] in ("pass", "inconclusive")
+    assert (row["reference_runs"], row["reference"]) == (1, 400.0)
+    assert after["report"]["history"]["dropped"] == 10   # every passing run before the rebaseline
 
 
-def test_a_loss_beyond_the_noise_and_the_minimum_effect_fails_naming_its_interval():
-    r = run(repeated([49.0, 49.3, 48.8, 49.1, 49.4], [180.0, 181.0, 179.0, 180.5, 181.5]), STEADY, NOISY_TH)
-    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    assert history["status"] == "fail" and r["ok"] is False
-    assert history["metrics"][0]["noise_verdict"] == "fail" and history["metrics"][0]["interval_pct"][1] < -3
-    # the failure states the effect, its interval and the detectable loss, not the fixed threshold
-    # (a -8 % loss would pass a 10 % tolerance: "threshold ... = median - 10 %" would contradict it)
-    row = history["metrics"][0]
-    assert re.search(r"^history: single-stream decode 49\.1 tok/s is 8\.\d % below the history median 53\.\d tok/s: "
-                     r"-8\.\d % \[-\d+\.\d, -\d+\.\d\] \(.*detects a loss of \d\.\d % or more, cares from 3\.0 %\): fail",
-                     history["message"]), history["message"]
-    assert "threshold" not in history["message"].split(";")[0], history["message"]
-    assert history["message"] in r["failures"]
-    assert f"{row['comparison']}" in history["message"]
+def test_a_host_without_runs_of_its_own_takes_the_noise_of_peers_of_its_hardware():
+    _, peer_history = verify_runs(steady(10, 500.0, seed=3), host="peer1")
+    assert {r["hardware"] for r in peer_history} == {HARDWARE}
+    _, mine = verify_runs([480.0])
+
+    def source(peers):
+        r = verify_runs([470.0], mine, peers=peers, start=1)[0][0]
+        return decode_row(gate(r, "history"))["noise_source"], r["report"]["noise"][DECODE]["basis"]
+
+    assert source(peer_history)[0] == "peers" and source(peer_history)[1].startswith("peers peer1: ")
+    other_hardware = [{**r, "hardware": "NVIDIA H100 80GB HBM3 x1"} for r in peer_history]
+    assert source(other_hardware)[0] == "prior"
+    assert source([{k: v for k, v in r.items() if k != "hardware"} for r in peer_history])[0] == "prior"
+    assert source([])[0] == "prior"
+    # with no run at all of its own, the peers' noise is still its noise
+    alone = evaluate(bench(470.0, 1692.0), {}, server(), [], peers=peer_history)
+    assert alone["report"]["noise"][DECODE]["source"] == "peers"
 
 
-def test_noise_too_large_to_tell_is_inconclusive_and_never_fails_the_run():
-    noisy = [sampled(f"20261130T07{i}000Z", [40.0, 55.0, 62.0, 48.0, 66.0], [150.0, 230.0, 190.0, 170.0, 220.0])
-             for i in range(3)]
-    r = run(repeated([50.0, 58.0, 47.0, 61.0, 52.0], [175.0, 210.0, 185.0, 200.0, 190.0]), noisy, NOISY_TH)
-    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    assert history["status"] == "inconclusive" and r["ok"] is True
-    assert history["message"].startswith("history: cannot tell against the last 3 passing runs")
-    assert "detects a loss of" in history["message"]
-
-
-def test_two_repeats_are_a_point_comparison_said_as_such():
-    r = run(repeated([53.0, 54.0], [195.0, 196.0]), STEADY, NOISY_TH)
-    row = next(g for g in r["report"]["gates"] if g["gate"] == "history")["metrics"][0]
-    assert row["noise_verdict"] == "point" and row["status"] == "pass"
-    assert "a point comparison of the medians against -5 %, not a test" in row["comparison"]
-
-
-# Three runs of one release whose medians move 3-4 % from run to run (the machine's load changes
-# between runs) while each run's repeats agree within 0.5 %: the runs' own spread is the noise.
-DRIFTING = [sampled(f"20261130T07{i}000Z", [m - 0.2, m, m + 0.2, m - 0.1, m + 0.1], [195.0, 195.5, 196.0, 195.0, 195.5])
-            for i, m in enumerate((53.5, 51.6, 55.4))]
-
-
-def test_a_loss_within_the_run_to_run_noise_is_inconclusive_not_a_failure():
-    """-4 % is far outside one run's repeats (0.4 %) but inside how far whole runs fall apart here:
-    judged against its repeats alone it would fail (and roll the host back)."""
-    r = run(repeated([51.2, 51.4, 51.3, 51.5, 51.3], [195.0, 195.5, 196.0, 195.0, 195.5]), DRIFTING, NOISY_TH)
-    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    row = history["metrics"][0]
-    assert (row["noise_basis"], row["noise_verdict"], history["status"], r["ok"]) == ("runs", "inconclusive",
-                                                                                       "inconclusive", True)
-    assert "this run vs 3 reference runs, run-to-run noise 3.6 % over 2 dof" in row["comparison"], row
-    assert row["detectable_pct"] > 20   # 3 runs say little: what this host can tell is in the message
-
-
-def test_the_fixed_mode_decides_by_the_tolerance_and_reports_the_noise_aware_verdict():
-    fixed = {**NOISY_TH, "gate_mode": "fixed"}
-    r = run(repeated([51.2, 51.4, 51.3, 51.5, 51.3], [195.0, 195.5, 196.0, 195.0, 195.5]), DRIFTING, fixed)
-    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    assert history["status"] == "pass" and history["metrics"][0]["noise_verdict"] == "inconclusive"
-    assert "; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream decode -4.1 %" \
-        in history["message"], history["message"]
-    assert r["report"]["thresholds"]["gate_mode"] == "fixed"
+def test_without_a_prior_or_peers_a_host_without_runs_enough_is_inconclusive_never_failed():
+    _, mine = verify_runs([480.0])
+    r = verify_runs([300.0], mine, th={"run_noise_prior_pct": 0}, start=1)[0][0]
+    history_gate = gate(r, "history")
+    row = decode_row(history_gate)
+    assert (history_gate["status"], r["ok"], r["failures"]) == ("inconclusive", True, [])
+    assert (row["noise_basis"], row["noise_source"], row["noise_pct"], row["interval_pct"]) == ("none", "none", None, None)
+    assert row["effect_pct"] == -37.5
+    assert r["measure_again"] is False   # measuring again cannot tell without a noise
 
 
 def test_an_inconclusive_gate_fails_the_run_only_when_the_policy_says_so():
-    strict = {**NOISY_TH, "inconclusive": "fail"}
-    r = run(repeated([51.2, 51.4, 51.3, 51.5, 51.3], [195.0, 195.5, 196.0, 195.0, 195.5]), DRIFTING, strict)
-    assert r["ok"] is False and r["failures"][0].startswith("history: cannot tell against the last 3 passing runs")
+    _, mine = verify_runs([481.0])
+    kept = verify_runs([440.0], mine, start=1)[0][0]
+    strict = verify_runs([440.0], mine, th={"inconclusive": "fail"}, start=1)[0][0]
+    assert (kept["ok"], gate(kept, "history")["status"]) == (True, "inconclusive")
+    assert strict["ok"] is False and strict["failures"] == [gate(strict, "history")["message"]]
+    assert strict["failures"][0].startswith("history: cannot tell against the last 1 passing run")
 
 
-@pytest.mark.parametrize(("setting", "message"), [
-    ({"min_effect_pct": 0}, "min_effect_pct 0 (0 < it < 100)"),
-    ({"false_alarm_pct": 60}, "false_alarm_pct 60 (0 < it < 50)"),
-    ({"power_pct": 100}, "power_pct 100 (50 <= it < 100)"),
-    ({"gate_mode": "strict"}, "gate_mode 'strict' (fixed or noise)"),
-    ({"inconclusive": "rollback"}, "inconclusive 'rollback' (keep or fail)"),
-    ({"min_effect_pct": "3%"}, "min_effect_pct '3%'"),
-])
-def test_noise_settings_out_of_range_are_refused_naming_the_variable(setting, message):
-    with pytest.raises(VerifyError, match="noise-aware gate settings out of range") as err:
-        run(repeated([53.4, 53.9, 53.5], [196.0, 197.0, 195.5]), STEADY, {**NOISY_TH, **setting})
-    assert message in str(err.value) and "sglang_verify_min_effect_pct" in str(err.value)
+# ------------------------------------------------------------------ measuring again
 
-
-# Eight runs of one release whose figures move 1.4 % from run to run: 7 dof of run-to-run noise.
-SETTLED = [sampled(f"20261130T0{i}0000Z", [round(m * f, 2) for f in (0.998, 1.0, 1.002)], [195.0, 195.5, 196.0])
-           for i, m in enumerate((53.0, 54.1, 52.4, 53.6, 54.6, 52.9, 53.3, 54.0))]
-
-
-def measured(figures, history=SETTLED, th=NOISY_TH):
-    """evaluate() once per measurement of one run, each given the records of the ones before it, as
+def measured(figures, history=STEADY, th=None):
+    """evaluate() once per measurement of one run, each given the measurements before it, as
     roles/sglang_verify/tasks/remeasure.yml does: the last result."""
     earlier = []
     for figure in figures:
-        r = evaluate(repeated([figure - 0.1, figure, figure + 0.1], [195.0, 195.5, 196.0]), th, list(history),
-                     GPU, W, "0.5.11", ARGS, "ct129", "20261130T080000Z", earlier=list(earlier))
+        r = run(bench(figure, 195.5), history, th=th or PRIOR, stamp="20261130T120000Z", earlier=list(earlier))
         earlier.append(r["measurement"])
     return r
 
 
-def test_an_inconclusive_run_measured_again_is_judged_on_all_its_measurements():
-    once = next(g for g in measured([51.6])["report"]["gates"] if g["gate"] == "history")
-    assert once["status"] == "inconclusive" and once["metrics"][0]["detectable_pct"] > 7
-    assert once["message"].endswith("more repeats (sglang_verify_repeats) or measurements "
-                                    "(sglang_verify_remeasure) narrow it"), once["message"]
-    r = measured([51.6, 51.7])
-    twice = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    assert twice["status"] == "inconclusive" and r["ok"] is True
-    assert "this run measured 2 times vs 3 reference runs" in twice["metrics"][0]["comparison"]
-    assert twice["metrics"][0]["detectable_pct"] < once["metrics"][0]["detectable_pct"]
-    assert "still inconclusive after 2 measurements of this run" in twice["message"]
-    assert r["line"].endswith("(2 measurements)")
-    # the history record is the run: the median of its measurements, every repeat of both
-    assert r["record"]["measurements"] == 2 and r["record"]["metrics"]["decode_tok_s@1"] == 51.65
-    assert r["record"]["samples"]["decode_tok_s@1"] == pytest.approx([51.5, 51.6, 51.7, 51.6, 51.7, 51.8])
-    # a third measurement that agrees: the loss is now told from the noise
-    thrice = measured([51.6, 51.7, 51.4])
-    assert next(g for g in thrice["report"]["gates"] if g["gate"] == "history")["status"] == "fail"
-    assert thrice["ok"] is False and len(thrice["record"]["samples"]["decode_tok_s@1"]) == 9
-    assert thrice["record"]["metrics"]["decode_tok_s@1"] == 51.6
+def test_a_suspected_loss_is_measured_again_and_judged_on_its_best_measurement():
+    once = measured([52.2])
+    history = gate(once, "history")
+    assert (history["status"], once["ok"], once["measure_again"]) == ("inconclusive", True, True)
+    assert decode_row(history)["effect_pct"] <= -3
+    assert history["message"].endswith("more measurements (sglang_verify_remeasure) or runs in the history narrow it")
+    twice = measured([52.2, 52.3])
+    again = gate(twice, "history")
+    row = decode_row(again)
+    assert (again["status"], twice["ok"], twice["measure_again"]) == ("inconclusive", True, True)
+    # judged on the faster measurement, less the lead the best of two has by chance
+    assert row["measurements"] == 2 and row["measured"] == 52.3
+    assert "this run's best of 2 measurements, less its expected lead 0.8 % vs 5 reference runs" in row["comparison"]
+    assert row["detectable_pct"] < decode_row(history)["detectable_pct"]
+    assert "still inconclusive after 2 measurements of this run" in again["message"]
+    assert twice["line"].endswith("(2 measurements)")
+    # the history record is the run: the median of its measurements
+    assert twice["record"]["measurements"] == 2 and twice["record"]["metrics"][DECODE] == 52.3   # the best measurement
+    # a third measurement that agrees: the loss is told from the noise; a failure still asks for more
+    # (the role's rounds stop at sglang_verify_remeasure)
+    thrice = measured([52.2, 52.3, 52.1])
+    assert (gate(thrice, "history")["status"], thrice["ok"], thrice["measure_again"]) == ("fail", False, True)
+    assert thrice["record"]["measurements"] == 3 and thrice["record"]["metrics"][DECODE] == 52.3
+
+
+# Twenty runs of one release whose figures move ~0.4 % from run to run (moderated by the 2 % prior: ~1 %).
+QUIET = [rec(f"20261130T{i // 60:02d}{i % 60:02d}00Z", d, o) for i, (d, o) in enumerate(
+    zip(steady(20, 54.0, cv=0.004, seed=4), steady(20, 195.5, cv=0.004, seed=5)))]
 
 
 def test_a_slow_first_measurement_that_the_next_one_does_not_repeat_passes():
-    r = measured([51.6, 53.6])
-    history = next(g for g in r["report"]["gates"] if g["gate"] == "history")
-    assert (history["status"], r["ok"]) == ("pass", True) and history["metrics"][0]["effect_pct"] == pytest.approx(-1.5, abs=0.05)
+    """On a quiet host a first measurement 4 % slow fails on its own and has the server measured again; a
+    second one at the usual speed passes the run (the slow moment was other load), one that repeats the
+    loss fails it."""
+    first = measured([51.8], history=QUIET)
+    assert (gate(first, "history")["status"], first["ok"], first["measure_again"]) == ("fail", False, True)
+    r = measured([51.8, 53.9], history=QUIET)
+    history = gate(r, "history")
+    assert (history["status"], r["ok"], r["measure_again"], r["record"]["measurements"]) == ("pass", True, False, 2)
+    row = decode_row(history)
+    assert row["measured"] == 53.9 and -3 < row["effect_pct"] < 0
+    assert r["record"]["passed"] is True and r["record"]["metrics"][DECODE] == 53.9   # the best of the two: the least disturbed
+    repeated = measured([51.8, 51.7], history=QUIET)
+    assert (gate(repeated, "history")["status"], repeated["ok"]) == ("fail", False)
+
+
+def test_an_unchanged_run_on_a_noisy_host_is_not_measured_again():
+    """An unchanged run that is inconclusive only because the host's noise hides small losses (here over
+    12 %) suspects no loss: it is kept as it is, since one more measurement would cost time and change
+    nothing. A suspected loss is measured again."""
+    results, _ = verify_runs([481.0, 440.0, 425.0, 445.0])
+    unchanged = results[3]
+    row = decode_row(gate(unchanged, "history"))
+    assert gate(unchanged, "history")["status"] == "inconclusive" and row["effect_pct"] > -3
+    assert row["detectable_pct"] > 12
+    assert unchanged["measure_again"] is False and unchanged["ok"] is True
+    assert results[1]["measure_again"] is True   # -8.5 %: a suspected loss
+
+
+def test_measure_again_when_the_floor_fails_a_row_fails_or_an_inconclusive_row_suspects_a_loss():
+    th = settings.thresholds({"min_effect_pct": 3})
+
+    def with_row(status, effect_pct, basis="runs", gate_name="history", decided_by="noise"):
+        row = {"metric": DECODE, "status": status, "effect_pct": effect_pct, "noise_basis": basis}
+        return [{"gate": "floor", "status": "pass"},
+                {"gate": gate_name, "status": status, "metrics": [{**row, "decided_by": decided_by} if decided_by else row]}]
+
+    assert gates.measure_again([{"gate": "floor", "status": "fail"}, {"gate": "history", "status": "skip"}], th) is True
+    assert gates.measure_again(with_row("fail", -8.0), th) is True
+    assert gates.measure_again(with_row("fail", -8.0, gate_name="last_good"), th) is True
+    assert gates.measure_again(with_row("inconclusive", -5.0), th) is True
+    assert gates.measure_again(with_row("inconclusive", -1.0), th) is False
+    assert gates.measure_again(with_row("inconclusive", -5.0, basis="none"), th) is False   # no noise: cannot tell
+    assert gates.measure_again(with_row("pass", -2.0), th) is False
+    # gate_mode fixed: the tolerance decided the row, not the noise-aware verdict
+    assert gates.measure_again(with_row("fail", -12.0, decided_by=None), th) is False
+    assert gates.measure_again([{"gate": "floor", "status": "skip"}], th) is False
 
 
 def test_an_earlier_measurement_that_is_not_a_record_is_refused():
     with pytest.raises(VerifyError, match="an earlier measurement of this run has no metrics"):
-        evaluate(repeated([53.4, 53.9, 53.5], [196.0, 197.0, 195.5]), NOISY_TH, list(SETTLED), GPU, W, "0.5.11",
-                 ARGS, "ct129", "20261130T080000Z", earlier=[{"decode": 51.0}])
+        run(bench(53.4, 196.0), STEADY, earlier=[{"decode": 51.0}])
 
 
-def test_the_last_known_good_gate_in_noise_mode_says_the_loss_with_its_interval():
-    """gate_mode noise, the seeds' redeploy against a last known good that kept its repeats: the
-    message leads with the release it compares with, then each loss with its interval and what the
-    host can detect (not a tolerance the gate did not use)."""
-    lg = last_good()
-    lg["verify"]["samples"] = {"decode_tok_s@1": [53.6, 53.8, 54.0, 53.7, 53.9],
-                               "output_tok_s@4": [191.0, 192.0, 193.0, 191.5, 192.5]}
-    noisy = {**NO_FLOOR, "gate_mode": "noise", "min_effect_pct": 3, "false_alarm_pct": 1, "power_pct": 95}
-    r = evaluate(repeated([37.5, 37.7, 37.9, 37.6, 37.8], [139.0, 140.0, 141.0, 139.5, 140.5]), noisy, STEADY, GPU, W,
-                 "0.5.11", ONE_STEP, "ct129", "20261130T080000Z", last_good=lg)
-    gate = r["report"]["gates"][-1]
-    assert (r["ok"], gate["status"]) == (False, "fail")
-    assert re.search(r"^last known good: against the last known good release 0\.5\.11-0123456789ab \(sglang 0\.5\.11, "
-                     r"fingerprint \w+, verified 20261130T060000Z\): single-stream decode 37\.7 tok/s is 29\.9 % below "
-                     r"53\.8 tok/s: -29\.9 % \[-\d+\.\d, -\d+\.\d\] \(.*detects a loss of \d+\.\d % or more, cares from "
-                     r"3\.0 %\): fail; output at concurrency 4", gate["message"]), gate["message"]
-    assert "threshold" not in gate["message"]
+# ------------------------------------------------------------------ the settings (settings.py)
+
+def test_the_role_defaults_are_the_settings_defaults():
+    defaults = yaml.safe_load((REPO / "roles" / "sglang_verify" / "defaults" / "main.yml").read_text())
+    assert {name: defaults[f"sglang_verify_{name}"] for name in settings.SPEC} == settings.DEFAULTS
+
+
+def test_missing_empty_and_none_settings_take_the_defaults():
+    assert settings.problems({}) == []
+    assert settings.thresholds({}) == settings.DEFAULTS
+    assert settings.thresholds(dict.fromkeys(settings.SPEC)) == settings.DEFAULTS
+    assert settings.thresholds(dict.fromkeys(settings.SPEC, "")) == settings.DEFAULTS
+    assert evaluate(bench(53.8, 192.0), {}, server(), [])["report"]["thresholds"] == settings.DEFAULTS
+
+
+def test_settings_as_ansible_templates_them_are_converted():
+    got = settings.thresholds({"min_effect_pct": "5", "history_window": "7", "run_noise_prior_dof": "4.0",
+                               "rebaseline": "True", "accept_regression": "false", "gate_mode": "fixed"})
+    assert (got["min_effect_pct"], got["history_window"], got["run_noise_prior_dof"]) == (5.0, 7, 4)
+    assert (got["rebaseline"], got["accept_regression"], got["gate_mode"]) == (True, False, "fixed")
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("min_decode_tok_s", -1), ("min_accept_length", "x"), ("history_window", 0), ("history_window", 2.5),
+    ("regression_tolerance_pct", 100), ("gate_mode", "strict"), ("inconclusive", "rollback"), ("remeasure", 6),
+    ("min_effect_pct", 0), ("min_effect_pct", "3%"), ("min_effect_pct", True), ("false_alarm_pct", 50),
+    ("power_pct", 100), ("power_pct", 40), ("run_noise_prior_pct", 50), ("run_noise_prior_pct", -1),
+    ("run_noise_prior_dof", 0), ("run_noise_prior_dof", 101), ("accept_regression", "maybe"), ("rebaseline", 2),
+])
+def test_each_setting_out_of_range_is_named_with_its_variable(name, value):
+    assert settings.problems({name: value}) == [f"sglang_verify_{name} {value!r}: must be {settings.SPEC[name][1]}"]
+
+
+def test_every_problem_is_refused_at_once_and_unknown_names_too():
+    with pytest.raises(VerifyError) as err:
+        run(bench(53.8, 192.0), th={"min_effect_pct": 0, "gate_mode": "strict"})
+    assert str(err.value) == ("sglang_verify settings out of range: sglang_verify_gate_mode 'strict': must be noise or "
+                              "fixed; sglang_verify_min_effect_pct 0: must be a number in (0, 100)")
+    assert settings.problems({"min_effect": 3}) == [
+        f"sglang_verify_min_effect is not a verify threshold (known: {', '.join(settings.SPEC)})"]
+    assert settings.problems([3]) == ["the verify thresholds must be a dict, got list"]
+
+
+def test_the_role_checks_its_settings_with_the_same_problems():
+    check = verify_filters.FilterModule().filters()["sglang_verify_threshold_problems"]
+    assert check({"power_pct": 100, "remeasure": 1}) == ["sglang_verify_power_pct 100: must be a number in [50, 100)"]
+    assert check(settings.DEFAULTS) == []

@@ -1,26 +1,33 @@
 """Verify a running SGLang under load: gates and a report (stdlib only).
 
 Input: benchmark results (bench_client.run_benchmark, one per concurrency level; the level-1 run
-is the single-stream run), the host's thresholds, its history (records of previous runs, as
-written to `verify-history.jsonl`), GPU facts, model weight bytes, TP size and the SGLang version
-and arguments. Output: a report with three gates, each `pass`, `fail` or `skip`:
+is the single-stream run), the verify settings (plugins/module_utils/verify/settings.py: one dict,
+checked once), the server (host, version, args, GPU facts, model weight bytes), the host's history
+(records of previous runs, as written to `verify-history.jsonl`), its peers' histories and its last
+known good release. Output: a report with four gates, each `pass`, `fail`, `inconclusive` or `skip`:
 
 - `floor`: single-stream decode tok/s >= `min_decode_tok_s` (0: no floor);
 - `history`: each measured metric (single-stream decode tok/s, output tok/s at every other
-  concurrency level) within `regression_tolerance_pct` % below the median of the host's last
-  `history_window` PASSING runs with the same fingerprint (SGLang version + normalised argv)
-  and the same workload (API, input/output lengths, concurrency levels);
-  no such run yet: `skip`, and this run starts the baseline;
+  concurrency level) against the host's last `history_window` passing runs with the same
+  fingerprint (SGLang version + normalised argv) and workload (API, lengths, concurrency levels),
+  since the latest re-baseline (`rebaseline`); none yet: `skip`, and this run starts the baseline;
 - `accept_length`: speculative decoding configured -> the server's accept length >=
   `min_accept_length` (0: off); none reported counts as a failure (MTP silently off);
-- `last_good`: each metric within `regression_tolerance_pct` % below the host's last known good
-  release (plugins/module_utils/release/records.py) on the same model, GPUs and workload, whatever its
-  version or flags: the regression a version or flag change brings, which `history` cannot see
-  (a new fingerprint has no history). `accept_regression` reports the drop without failing.
+- `last_good`: each metric against the host's last known good release (its passing runs in the
+  history, else the one run its record keeps) on the same model, GPUs and workload, whatever its
+  version or flags: the regression a version or flag change brings, which `history` cannot see.
 
-Every failure message puts measured value, threshold, history median and roofline side by side
-and says what to check. The roofline (plugins/module_utils/verify/roofline.py) is the memory-bandwidth upper
-bound of single-stream decode; the report shows the measured efficiency against it.
+In gate_mode `noise` (the default) the history and last-good gates compare run figures with the
+host's run-to-run noise (plugins/module_utils/verify/noise.py): learned robustly from every run of
+the host's history, failed ones included, and moderated by a prior (its peers' pooled noise where the
+inventory has hosts of the same hardware, else `run_noise_prior_pct`); with neither, the comparison is
+inconclusive. The message says which basis decided. In gate_mode `fixed` a metric fails more than
+`regression_tolerance_pct` % below the reference runs' median, and the noise-aware verdict is
+reported beside it.
+
+Every failure message puts measured value, reference, floor and roofline side by side and says what
+to check. The roofline (plugins/module_utils/verify/roofline.py) is the memory-bandwidth upper bound
+of single-stream decode; the report shows the measured efficiency against it.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from statistics import median
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
-from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise, settings
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.roofline import (
     NOT_ON_CPU,
     RooflineError,
@@ -49,6 +57,8 @@ CHECK_SPEC = ("check: speculative decoding really runs (ansible-playbook audit.y
               "speculative_algorithm and speculative_num_steps in /server_info; MTP can be silently off, "
               "sglang PR #23859), the draft model / MTP weights, speculative_num_steps and "
               "speculative_num_draft_tokens in sglang_args")
+REBASELINE = ("once the new speed is expected (a changed driver, host or load), start a new baseline with "
+              "-e sglang_verify_rebaseline=true")
 
 
 class VerifyError(ValueError):
@@ -61,15 +71,6 @@ def _num(value):
 
 def _fmt(value, unit="tok/s", digits=1):
     return "n/a" if value is None else f"{value:.{digits}f} {unit}".rstrip()
-
-
-def median(values):
-    """Median of a non-empty list of numbers (mean of the middle two for an even count)."""
-    vals = sorted(values)
-    if not vals:
-        raise VerifyError("median of an empty list")
-    mid = len(vals) // 2
-    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
 
 
 def tp_size_of(args):
@@ -148,11 +149,11 @@ def samples_of(lv):
 
 
 def combine_measurements(earlier, metrics, samples):
-    """This verify's measurements as one run, when an inconclusive gate measured the server again:
-    `earlier` its earlier measurements, each one's own figures (evaluate's `measurement`), `metrics`/
-    `samples` the latest's. Returns (metrics: the median of each metric over the measurements, samples: every
-    repeat of every measurement, figures: {metric: each measurement's figure}: what the run-to-run
-    comparison takes as this run)."""
+    """This verify's measurements as one run, when a gate that suspected a loss had the server measured
+    again: `earlier` its earlier measurements, each one's own figures (evaluate's `measurement`),
+    `metrics`/`samples` the latest's. Returns (metrics: each metric's best measurement, the run's figure
+    in the history: the least disturbed, as noise.compare_runs judges it; samples: every repeat of
+    every measurement; figures: {metric: each measurement's figure}: what the comparison takes)."""
     figures = {name: [] for name in metrics}
     merged = {}
     for rec in [*earlier, {"metrics": metrics, "samples": samples}]:
@@ -164,26 +165,7 @@ def combine_measurements(earlier, metrics, samples):
                 figures[name].append(value)
         for name, values in (rec.get("samples") or {}).items():
             merged.setdefault(name, []).extend(v for v in values if _num(v) and v > 0)
-    return {name: round(median(vals), 2) if vals else metrics[name] for name, vals in figures.items()}, merged, figures
-
-
-def host_noise(history, shape):
-    """The host's noise per metric, learned from its passing runs of this workload whatever their
-    version or flags (a new release has no runs of its own yet):
-    {"runs": {metric: (sigma, dof)}: run to run, each run's figure around the mean of the runs with
-    its fingerprint; "within": {metric: (sigma, dof)}: one repeat around its run's mean}."""
-    by_fp, within = {}, {}
-    for rec in history:
-        if not (isinstance(rec, dict) and rec.get("passed") is True and rec.get("workload") == shape):
-            continue
-        for name, value in (rec.get("metrics") or {}).items():
-            if _num(value) and value > 0:
-                by_fp.setdefault(name, {}).setdefault(rec.get("fingerprint"), []).append(value)
-        for name, values in (rec.get("samples") or {}).items():
-            if isinstance(values, list) and all(_num(v) and v > 0 for v in values):
-                within.setdefault(name, []).append(values)
-    return {"runs": {name: noise.pooled_noise(list(groups.values())) for name, groups in by_fp.items()},
-            "within": {name: noise.pooled_noise(groups) for name, groups in within.items()}}
+    return {name: round(max(vals), 2) if vals else metrics[name] for name, vals in figures.items()}, merged, figures
 
 
 def metric_label(name):
@@ -199,38 +181,109 @@ def workload(lv):
             f"c={','.join(str(r['concurrency']) for r in lv)}")
 
 
-def baseline(history, fp_id, window, shape=None):
-    """Median per metric over the last `window` passing records with fingerprint `fp_id`.
+def hardware_of(gpu):
+    """The hardware a run was measured on, as peers are matched: `NVIDIA H200 x1`, or `cpu`."""
+    if is_cpu_host(gpu):
+        return "cpu"
+    model, count = _gpu_key(gpu)
+    return f"{model or 'unknown GPU'} x{count or '?'}"
 
-    Records of other fingerprints (version or flags), of another workload `shape` (when given),
-    failed runs and check-mode runs are ignored.
-    Returns {"runs": n, "window": window, "since": first stamp, "last": last stamp,
-    "median": {metric: value}, "accept_length": median or None}.
-    """
+
+def _series(records, name, key):
+    """Each group's figures of metric `name` in time order, records grouped by `key(record)`; whether
+    each run passed its gates (same shape); the number of failed runs among them."""
+    groups, passed, failed = {}, {}, 0
+    for rec in sorted(records, key=lambda r: str(r.get("generated_at", ""))):
+        value = (rec.get("metrics") or {}).get(name)
+        if _num(value) and value > 0:
+            groups.setdefault(key(rec), []).append(value)
+            passed.setdefault(key(rec), []).append(rec.get("passed") is True)
+            failed += rec.get("passed") is False
+    return list(groups.values()), list(passed.values()), failed
+
+
+def _of_workload(records, shape):
+    return [r for r in records if isinstance(r, dict) and r.get("workload") == shape
+            and isinstance(r.get("metrics"), dict)]
+
+
+def host_noise(history, shape, thresholds, peers=(), hardware=None):
+    """The run-to-run noise of each metric this host's history has runs of, for the noise-aware gates:
+    {metric: {"sigma", "dof", "source", "basis"}} (noise.py's module docstring).
+
+    Own: every run of this workload in `history` (passed or failed), successive runs of one fingerprint
+    (noise.run_noise). Prior: the pooled noise of `peers` (other hosts' records) with this `hardware`
+    and workload, else `run_noise_prior_pct`; weighted as `run_noise_prior_dof` degrees of freedom.
+    `source`: host, host+peers, host+prior, peers, prior or none (then sigma is None)."""
+    mine = _of_workload(history, shape)
+    others = [r for r in _of_workload(peers, shape) if hardware and r.get("hardware") == hardware]
+    names = {n for r in mine + others for n in r["metrics"]}
+    out = {}
+    for name in sorted(names):
+        out[name] = noise_estimate(name, mine, others, thresholds)
+    return out
+
+
+def noise_estimate(name, mine, others, thresholds):
+    """host_noise's estimate for one metric (see there)."""
+    series, passed, failed = _series(mine, name, lambda r: r.get("fingerprint"))
+    own = noise.run_noise(series, passed)
+    runs = sum(len(s) for s in series)
+    prior_dof = thresholds["run_noise_prior_dof"]
+    peer_series, peer_passed, _failed = _series(others, name, lambda r: (r.get("host"), r.get("fingerprint")))
+    peer = noise.run_noise(peer_series, peer_passed)
+    if peer["sigma"] and peer["dof"] >= 2:
+        hosts = sorted({str(r.get("host")) for r in others})
+        prior, prior_text = (peer["sigma"], prior_dof), (
+            f"peers {', '.join(hosts)}: {peer['sigma'] * 100:.1f} % over {peer['dof']} dof, as {prior_dof} dof")
+        prior_source = "peers"
+    elif thresholds["run_noise_prior_pct"] > 0:
+        prior = (thresholds["run_noise_prior_pct"] / 100.0, prior_dof)
+        prior_text = f"prior {thresholds['run_noise_prior_pct']:g} % as {prior_dof} dof, sglang_verify_run_noise_prior_pct"
+        prior_source = "prior"
+    else:
+        prior, prior_text, prior_source = (None, 0), "", ""
+    sigma, dof = noise.moderate(own["sigma"], own["dof"], *prior)
+    own_text = (f"this host's {runs} runs" + (f" ({failed} failed)" if failed else "")
+                + f" as {own['dof']} dof" + (f", {own['clipped']} step{'s' if own['clipped'] != 1 else ''} clipped"
+                                            if own["clipped"] else "")) if own["sigma"] is not None else ""
+    if not sigma:
+        basis = ("this host has no two runs of one release and workload yet, and neither peers of its hardware nor a "
+                 "prior (sglang_verify_run_noise_prior_pct 0)")
+        return {"sigma": None, "dof": 0, "source": "none", "basis": basis}
+    source = "+".join(s for s in ("host" if own["sigma"] is not None else "", prior_source) if s)
+    basis = " + ".join(t for t in (own_text, prior_text) if t)
+    return {"sigma": sigma, "dof": dof, "source": source, "basis": basis}
+
+
+def baseline(history, fp_id, window, shape=None):
+    """The reference runs of fingerprint `fp_id`: the last `window` passing records (inconclusive runs
+    that were kept are passing) of workload `shape` (when given), since the latest record of that
+    fingerprint that started a new baseline (`rebaseline`). Failed runs and check-mode runs are not
+    references. Returns {"runs": n, "window", "since", "last", "values": {metric: each run's figure},
+    "median": {metric: value}, "accept_length": median or None, "passing": passing runs since the latest
+    re-baseline (the window's and older), "dropped": passing runs before it}."""
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise VerifyError(f"history_window must be a whole number >= 1, got {window!r}")
-    same = [r for r in history if isinstance(r, dict) and r.get("fingerprint") == fp_id and r.get("passed") is True
+    same = [r for r in history if isinstance(r, dict) and r.get("fingerprint") == fp_id
             and isinstance(r.get("metrics"), dict) and (shape is None or r.get("workload") == shape)]
     same.sort(key=lambda r: str(r.get("generated_at", "")))
-    used = same[-window:]
-    med = {}
-    for name in sorted({k for r in used for k in r["metrics"]}):
-        vals = [r["metrics"][name] for r in used if _num(r["metrics"].get(name))]
-        if vals:
-            med[name] = round(median(vals), 2)
-    acc = [r["accept_length"] for r in used if _num(r.get("accept_length"))]
-    run_values = {name: [r["metrics"][name] for r in used if _num(r["metrics"].get(name)) and r["metrics"][name] > 0]
-                  for name in med}
-    samples = {}
+    starts = [i for i, r in enumerate(same) if r.get("rebaseline") is True]
+    dropped = sum(r.get("passed") is True for r in same[:starts[-1]]) if starts else 0
+    passing = [r for r in (same[starts[-1]:] if starts else same) if r.get("passed") is True]
+    used = passing[-window:]
+    values = {}
     for r in used:
-        for name, values in (r.get("samples") or {}).items():
-            if isinstance(values, list):
-                samples.setdefault(name, []).extend(v for v in values if _num(v) and v > 0)
+        for name, value in r["metrics"].items():
+            if _num(value) and value > 0:
+                values.setdefault(name, []).append(value)
+    acc = [r["accept_length"] for r in used if _num(r.get("accept_length"))]
     return {
-        "runs": len(used), "window": window, "samples": samples, "values": run_values,
+        "runs": len(used), "window": window, "values": values, "dropped": dropped, "passing": len(passing),
         "since": used[0].get("generated_at") if used else None,
         "last": used[-1].get("generated_at") if used else None,
-        "median": med, "accept_length": round(median(acc), 2) if acc else None,
+        "median": {name: round(median(vals), 2) for name, vals in sorted(values.items())},
+        "accept_length": round(median(acc), 2) if acc else None,
     }
 
 
@@ -259,64 +312,14 @@ def _roof_text(roof, measured):
 
 def _hist_text(base, name):
     if not base["runs"]:
-        return "history median n/a (no passing run with this version and flags yet)"
+        return "history n/a (no passing run with this version and flags yet)"
     value = base["median"].get(name)
     return f"history median {_fmt(value)} over {base['runs']} passing run{'s' if base['runs'] != 1 else ''}"
 
 
-def compare_metrics(metrics, reference, tol, ref_key, stats=None):
-    """(rows, failed rows): each metric against its reference value (`ref_key` in the row), failing
-    when more than `tol` % below it; metrics without a positive reference are left out.
-
-    `stats` adds the noise-aware comparison (plugins/module_utils/verify/noise.py): {"mode": "fixed"
-    or "noise", "samples": this run's repeats per metric, "reference": the reference's repeats per
-    metric, "reference_runs": the reference runs' figures per metric, "noise": host_noise(), "alpha",
-    "power", "min_effect" (fractions)}. Each row gets its verdict (noise_verdict: pass, fail,
-    inconclusive or point), effect, interval, detectable loss, noise and what the noise was learned
-    from; in mode "noise" that verdict is the row's status (a point comparison keeps `tol`), in mode
-    "fixed" it is reported next to the fixed tolerance's status."""
-    rows = []
-    for name in sorted(metrics, key=lambda n: (n != DECODE, n)):
-        ref = reference.get(name)
-        if not _num(ref) or ref <= 0:
-            continue
-        value, limit = metrics[name], ref * (1 - tol / 100.0)
-        row = {"metric": name, "measured": value, ref_key: ref,
-               "change_pct": -round(100.0 * (ref - value) / ref, 1), "threshold": round(limit, 2),
-               "status": "pass" if value >= limit else "fail"}
-        res = noise_verdict(name, value, stats, tol) if stats else None
-        if res:
-            row.update({"noise_verdict": res["verdict"], "comparison": res["message"], "noise_basis": res["basis"],
-                        **noise_figures(res)})
-            if stats["mode"] == "noise" and res["verdict"] != "point":
-                row["status"], row["decided_by"] = res["verdict"], "noise"
-        rows.append(row)
-    return rows, [r for r in rows if r["status"] == "fail"]
-
-
-def loss_text(row, ref_key, ref_name, threshold_name, tol):
-    """A failed row as the gate's message says it: the noise-aware figures where they decided
-    (effect, interval, what the noise was learned from, detectable loss), else the tolerance."""
-    head = f"{metric_label(row['metric'])} {_fmt(row['measured'])} is {-row['change_pct']:.1f} % below {ref_name}{_fmt(row[ref_key])}"
-    if row.get("decided_by") == "noise":
-        return f"{head}: {row['comparison']}"
-    return f"{head} (threshold {_fmt(row['threshold'])} = {threshold_name} - {tol:g} %)"
-
-
-def within_text(rows, tol, ref):
-    """A passing gate's comparison with `ref`: the noise-aware one on single-stream decode where it
-    decided, else the tolerance with the largest change."""
-    decided = next((r for r in rows if r.get("decided_by") == "noise" and r["metric"] == DECODE), None)
-    if decided:
-        return f"no loss beyond the noise against {ref} (single-stream decode {decided['comparison']})"
-    worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
-    return (f"within {tol:g} % of {ref}"
-            + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})" if worst else ""))
-
-
 def noise_figures(res):
     """A noise-aware comparison's figures in %, as the reports show them: effect, interval,
-    detectable loss and noise (None where the comparison has none, e.g. a point comparison)."""
+    detectable loss and noise (None where the comparison has none: no noise known)."""
     def pct(x):
         return None if x is None else round(100 * x, 2)
     return {"effect_pct": pct(res["effect"]),
@@ -324,31 +327,88 @@ def noise_figures(res):
             "detectable_pct": pct(res.get("detectable")), "noise_pct": pct(res.get("sigma"))}
 
 
-def noise_verdict(name, value, stats, tol):
-    """The noise-aware verdict on metric `name` (see compare_metrics), with `basis`: `runs` (this run
-    against the reference runs, with the host's run-to-run noise: needs 2 dof, e.g. 3 passing runs of
-    one release), else `repeats` (this run's repeats against the reference's, with the spread of one
-    repeat: it ignores what changes between runs, said in the message), else a point comparison."""
-    opts = {"alpha": stats["alpha"], "power": stats["power"], "min_effect": stats["min_effect"]}
-    run_sigma, run_dof = stats["noise"]["runs"].get(name, (None, 0))
-    refs = stats.get("reference_runs", {}).get(name)
-    if refs and run_sigma and run_dof >= 2:
-        current = stats.get("figures", {}).get(name) or value
-        return {**noise.compare_runs(current, refs, run_sigma, run_dof, **opts), "basis": "runs"}
-    cur, ref = stats["samples"].get(name), stats.get("reference", {}).get(name)
-    if not (cur and ref):
-        return None
-    sigma, dof = stats["noise"]["within"].get(name, (None, 0))
-    res = noise.compare(cur, ref, sigma, dof, point_tolerance=tol / 100.0,
-                        noise_name=f"run-to-run noise not learned yet ({run_dof} dof), within-run noise", **opts)
-    return {**res, "basis": "point" if res["verdict"] == "point" else "repeats"}
+def compare_metric(name, figures, refs, thresholds, estimate, tests=1):
+    """One metric's row: this run's `figures` (each measurement's) against the reference runs' figures
+    `refs`, with the metric's noise `estimate` (host_noise). Both verdicts are in the row; `status` is
+    the one gate_mode decides by: noise (noise.compare_runs: this run's figure, or its best measurement
+    less the expected lead, against the reference runs' geometric mean) or fixed
+    (the median against the reference runs' median less regression_tolerance_pct %). `tests`: how many
+    metrics the gate compares; each gets false_alarm_pct / tests (Bonferroni), so that an unchanged run
+    fails a gate at most false_alarm_pct % of the time, whatever the number of metrics. A run measured
+    more than once is judged on its best measurement (noise.compare_runs)."""
+    tol = thresholds["regression_tolerance_pct"]
+    value, ref = median(figures), median(refs)
+    # no run of this metric in the history (nor the peers'): the prior alone, where there is one
+    est = estimate or noise_estimate(name, [], [], thresholds)
+    res = noise.compare_runs(figures, refs, est["sigma"], est["dof"], alpha=thresholds["false_alarm_pct"] / 100.0 / tests,
+                             power=thresholds["power_pct"] / 100.0, min_effect=thresholds["min_effect_pct"] / 100.0,
+                             basis=est["basis"])
+    row = {"metric": name, "reference_runs": len(refs), "measurements": len(figures), "measured": round(value, 2), "reference": round(ref, 2),
+           "change_pct": round(100.0 * (value / ref - 1), 1), "threshold": round(ref * (1 - tol / 100.0), 2),
+           "status": "pass" if value >= ref * (1 - tol / 100.0) else "fail",
+           "noise_verdict": res["verdict"], "comparison": res["message"],
+           "noise_basis": "runs" if est["sigma"] else "none", "noise_source": est["source"], **noise_figures(res)}
+    if thresholds["gate_mode"] == "noise":
+        row.update({"measured": round(res["current"], 2), "reference": round(res["reference"], 2),
+                    "change_pct": round(100.0 * res["effect"], 1), "status": res["verdict"], "decided_by": "noise"})
+        del row["threshold"]
+    return row
+
+
+def compare_metrics(figures, reference, thresholds, estimates):
+    """(rows, failed rows): each metric of this run (`figures`: each measurement's figure per metric)
+    against its reference runs (`reference`: each run's figure per metric); metrics without a
+    reference are left out."""
+    names = [name for name in sorted(figures, key=lambda n: (n != DECODE, n)) if figures[name] and reference.get(name)]
+    rows = [compare_metric(name, figures[name], reference[name], thresholds, estimates.get(name), len(names))
+            for name in names]
+    return rows, [r for r in rows if r["status"] == "fail"]
+
+
+def loss_text(row, ref_name, tol):
+    """A failed row as the gate's message says it: the noise-aware comparison where it decided (one
+    figure: the effect with its interval), else the tolerance."""
+    if row.get("decided_by") == "noise":
+        return f"{metric_label(row['metric'])} {_fmt(row['measured'])} against {ref_name} {_fmt(row['reference'])}: {row['comparison']}"
+    return (f"{metric_label(row['metric'])} {_fmt(row['measured'])} is {-row['change_pct']:.1f} % below {ref_name} "
+            f"{_fmt(row['reference'])} (threshold {_fmt(row['threshold'])} = that - {tol:g} %)")
+
+
+def within_text(rows, tol, ref):
+    """A passing gate's comparison with `ref`: the noise-aware one on single-stream decode where it
+    decided, else the tolerance with the largest change."""
+    decided = next((r for r in rows if r.get("decided_by") == "noise" and r["metric"] == DECODE), None)
+    if decided:
+        return (f"no loss beyond the noise against {ref} (single-stream decode {_fmt(decided['measured'])} against "
+                f"{_fmt(decided['reference'])}: {decided['comparison']})")
+    worst = min(rows, key=lambda r: r["change_pct"]) if rows else None
+    return (f"within {tol:g} % of {ref}"
+            + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})" if worst else ""))
+
+
+def suspects_loss(row, thresholds):
+    """Does this row want one more measurement? When it failed, or is inconclusive with a loss of at
+    least min_effect_pct, and a noise is known: the run is then judged on its best measurement, so a
+    failure stands only where the second measurement shows the loss too (a real engine's runs have heavy
+    tails: now and then a run ~40 % slow for a moment of other load, bench/README.md "Gates on the real
+    engine"). An unchanged run that is inconclusive only because the host's noise hides small losses is
+    kept as it is."""
+    return (row.get("decided_by") == "noise" and row.get("noise_basis") == "runs"
+            and row["status"] in ("fail", "inconclusive") and row["effect_pct"] <= -thresholds["min_effect_pct"])
+
+
+def measure_again(gates, thresholds):
+    """Whether the server should be measured again before this run's verdict stands: the floor failed
+    (one slow moment can miss it), or a noise-aware row suspects a loss (suspects_loss)."""
+    return any(g["gate"] == "floor" and g["status"] == "fail" for g in gates) or any(
+        suspects_loss(row, thresholds) for g in gates for row in g.get("metrics") or [])
 
 
 def decode_noise_row(gate):
-    """A gate's single-stream decode row when the noise-aware comparison tested it (basis `runs` or
-    `repeats`, not a point comparison), else None: what the reports, the fleet table and the metrics show."""
+    """A gate's single-stream decode row when the noise-aware comparison tested it with a noise
+    estimate, else None: what the reports, the fleet table and the metrics show."""
     return next((r for r in gate.get("metrics") or []
-                 if r.get("metric") == DECODE and r.get("noise_basis") in ("runs", "repeats")), None)
+                 if r.get("metric") == DECODE and r.get("noise_basis") == "runs"), None)
 
 
 def _show(value):
@@ -381,12 +441,90 @@ def _gpu_key(gpu):
     return (gpu.get("gpu_model"), gpu.get("gpu_count"))
 
 
-def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression, side, stats=None):
-    """The `last_good` gate (see module doc); `last_good` is the host's release record or None."""
+def floor_gate(run):
+    """`floor`: single-stream decode against min_decode_tok_s."""
+    floor = run["thresholds"]["min_decode_tok_s"]
+    if floor <= 0:
+        return {"gate": "floor", "status": "skip", "message": "floor: no sglang_verify_min_decode_tok_s set"}
+    decode, ok = run["decode"], run["decode"] >= floor
+    msg = f"floor: single-stream decode {_fmt(decode)} {'>=' if ok else '<'} floor {_fmt(floor)} ({run['side']})"
+    if not ok:
+        msg += "; " + run["check_speed"]
+        if run["algo"]:
+            msg += f"; accept length {_fmt(run['accept'], '', 2)}"
+    return {"gate": "floor", "status": "pass" if ok else "fail", "measured": decode, "threshold": floor,
+            "history_median": run["base"]["median"].get(DECODE), "message": msg}
+
+
+def history_gate(run):
+    """`history`: each metric against this fingerprint's reference runs (baseline)."""
+    base, fp, shape, th = run["base"], run["fp"], run["shape"], run["thresholds"]
+    tol = th["regression_tolerance_pct"]
+    if th["rebaseline"]:
+        return {"gate": "history", "status": "skip", "message": (
+            f"history: a new baseline starts with this run (sglang_verify_rebaseline): the "
+            f"{base['passing']} earlier passing run{'s' if base['passing'] != 1 else ''} of sglang {fp['version']} with "
+            f"these flags (fingerprint {fp['id']}) no longer count as its reference ({_roof_text(run['roof'], run['decode'])})")}
+    if not base["runs"]:
+        return {"gate": "history", "status": "skip", "message": (
+            f"history: no passing run of sglang {fp['version']} with these flags (fingerprint {fp['id']}) and this "
+            f"workload ({shape}) yet; this run starts the baseline ({_roof_text(run['roof'], run['decode'])})")}
+    rows, failed = compare_metrics(run["figures"], base["values"], th, run["noise"])
+    unsure = [r for r in rows if r["status"] == "inconclusive"]
+    hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
+               f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}"
+               + (f"; a re-baseline left out {base['dropped']} earlier" if base["dropped"] else ""))
+    if failed:
+        floor = th["min_decode_tok_s"]
+        msg = (f"history: {'; '.join(loss_text(r, 'the reference', tol) for r in failed)} ({hist_of}; "
+               f"floor {_fmt(floor or None)}; {_roof_text(run['roof'], run['decode'])}); check: what changed since "
+               f"{base['last']} (driver, CUDA, firmware, GPU clocks, other load on the host, the model files), then "
+               + run["check_speed"].removeprefix("check: ") + f"; {REBASELINE}")
+        status = "fail"
+    elif unsure:
+        msg = (f"history: cannot tell against the {hist_of}: "
+               + "; ".join(f"{metric_label(r['metric'])} {_fmt(r['measured'])} against {_fmt(r['reference'])}: "
+                           f"{r['comparison']}" for r in unsure))
+        status = "inconclusive"
+    else:
+        msg, status = f"history: {within_text(rows, tol, 'the ' + hist_of)}", "pass"
+    return {"gate": "history", "status": status, "tolerance_pct": tol, "runs": base["runs"], "metrics": rows,
+            "message": msg}
+
+
+def accept_length_gate(run):
+    """`accept_length`: the speculative accept length against min_accept_length."""
+    algo, accept, min_acc = run["algo"], run["accept"], run["thresholds"]["min_accept_length"]
+    if not algo:
+        return {"gate": "accept_length", "status": "skip", "message": "accept length: speculative decoding not configured"}
+    if min_acc <= 0:
+        return {"gate": "accept_length", "status": "skip",
+                "message": f"accept length: {_fmt(accept, '', 2)} (no sglang_verify_min_accept_length set)"}
+    base, decode, roof = run["base"], run["decode"], run["roof"]
+    hist_acc = f"history median {_fmt(base['accept_length'], '', 2)}" if base["accept_length"] else "history median n/a"
+    check_spec = CHECK_SPEC.format(host=run["host"] or "HOST")
+    if not _num(accept):
+        ok = False
+        msg = (f"accept length: speculative_algorithm {algo} is configured but the server reports no accept "
+               f"length (minimum {min_acc:g}; {hist_acc}): speculative decoding is not running; "
+               f"single-stream decode {_fmt(decode)}, {_roof_text(roof, decode)}; " + check_spec)
+    else:
+        ok = accept >= min_acc
+        msg = (f"accept length: {accept:.2f} {'>=' if ok else '<'} minimum {min_acc:g} ({hist_acc}; "
+               f"speculative_algorithm {algo}; single-stream decode {_fmt(decode)}, {_roof_text(roof, decode)})")
+        if not ok:
+            msg += "; " + check_spec
+    return {"gate": "accept_length", "status": "pass" if ok else "fail", "measured": accept, "threshold": min_acc,
+            "history_median": base["accept_length"], "message": msg}
+
+
+def last_good_gate(run, last_good):
+    """`last_good` (see the module's docstring); `last_good` is the host's release record or None."""
     gate = {"gate": "last_good", "status": "skip"}
     if not last_good:
         return {**gate, "message": "last known good: none on this host yet (the first release that passes every "
                                    "gate becomes it)"}
+    fp, args, th = run["fp"], run["args"], run["thresholds"]
     lg = last_good.get("verify") or {}
     name = (f"release {last_good.get('id')} (sglang {last_good.get('version')}, fingerprint "
             f"{last_good.get('fingerprint')}, verified {lg.get('generated_at') or '?'})")
@@ -396,33 +534,34 @@ def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regress
     why = None
     if str(last_good.get("model_path")) != str(args.get("model_path")):
         why = f"another model ({last_good.get('model_path')})"
-    elif _gpu_key(last_good.get("gpu")) != _gpu_key(gpu):
+    elif _gpu_key(last_good.get("gpu")) != _gpu_key(run["gpu"]):
         why = "other GPUs ({} x{})".format(*_gpu_key(last_good.get("gpu")))
-    elif lg.get("workload") != shape:
+    elif lg.get("workload") != run["shape"]:
         why = f"another workload ({lg.get('workload')})"
     elif not isinstance(lg.get("metrics"), dict):
         why = "no verify result"
     if why:
         return {**gate, "message": f"last known good: {name} ran {why}; not compared"}
+    # its passing runs in the history (since its latest re-baseline), else the one run its record keeps
+    runs = baseline(run["history"], last_good.get("fingerprint"), th["history_window"], run["shape"])
+    reference = runs["values"] if runs["runs"] else {k: [v] for k, v in lg["metrics"].items() if _num(v) and v > 0}
+    name += f", {runs['runs']} passing run{'s' if runs['runs'] != 1 else ''}" if runs["runs"] else ", its one recorded run"
     changed = what_changed(last_good.get("version"), last_good.get("args"), fp["version"], args)
-    rows, failed = compare_metrics(metrics, lg["metrics"], tol, "last_good",
-                                   stats and {**stats, "reference": lg.get("samples") or {},
-                                              "reference_runs": {k: [v] for k, v in lg["metrics"].items()
-                                                                 if _num(v) and v > 0}})
-    gate.update({"tolerance_pct": tol, "metrics": rows, "changed": changed})
+    tol = th["regression_tolerance_pct"]
+    rows, failed = compare_metrics(run["figures"], reference, th, run["noise"])
+    gate.update({"tolerance_pct": tol, "metrics": rows, "changed": changed, "runs": runs["runs"] or 1})
     what = "what changed: " + (", ".join(changed) if changed else "nothing in version or flags (the environment?)")
     unsure = [r for r in rows if r["status"] == "inconclusive"]
     if unsure and not failed:
         return {**gate, "status": "inconclusive", "message": (
             f"last known good: cannot tell against {name}: "
-            + "; ".join(f"{metric_label(r['metric'])} {r['comparison']}" for r in unsure) + f"; {what}")}
+            + "; ".join(f"{metric_label(r['metric'])} {_fmt(r['measured'])} against {_fmt(r['reference'])}: "
+                        f"{r['comparison']}" for r in unsure) + f"; {what}")}
     if not failed:
         return {**gate, "status": "pass", "message": f"last known good: {within_text(rows, tol, name)}; {what}"}
-    parts = "; ".join(loss_text(r, "last_good", "", "last known good", tol) for r in failed)
-    msg = (f"last known good: against the last known good {name}: {parts}; {what}; {side}"
-           if any(r.get("decided_by") == "noise" for r in failed) else
-           f"last known good: {parts} of the last known good {name}; {what}; {side}")
-    if accept_regression:
+    parts = "; ".join(loss_text(r, "the last known good", tol) for r in failed)
+    msg = f"last known good: against {name}: {parts}; {what}; {_roof_text(run['roof'], run['decode'])}"
+    if th["accept_regression"]:
         return {**gate, "status": "accepted",
                 "message": msg + "; accepted as the new baseline (sglang_verify_accept_regression)"}
     return {**gate, "status": "fail",
@@ -430,192 +569,105 @@ def last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regress
                              "-e sglang_verify_accept_regression=true"}
 
 
-NOISE_THRESHOLDS = ("gate_mode", "min_effect_pct", "false_alarm_pct", "power_pct", "inconclusive")
-
-
-def noise_options(thresholds):
-    """The noise-aware gates' settings from `thresholds` (None when min_effect_pct is unset: the fixed
-    tolerance alone), each checked: gate_mode fixed (decides by regression_tolerance_pct, reports the
-    noise-aware verdict) or noise (decides by it); inconclusive keep (an inconclusive gate never fails
-    the run) or fail; min_effect_pct in (0, 100), false_alarm_pct in (0, 50), power_pct in [50, 100)."""
-    if thresholds.get("min_effect_pct") is None:
-        return None
-    mode, policy = thresholds.get("gate_mode", "fixed"), thresholds.get("inconclusive", "keep")
-    values = {k: thresholds.get(k, d) for k, d in (("min_effect_pct", None), ("false_alarm_pct", 1), ("power_pct", 95))}
-    bad = [f"{k} {v!r}" for k, v in values.items() if not _num(v)]
-    if not bad:
-        eff, alpha, power = values["min_effect_pct"], values["false_alarm_pct"], values["power_pct"]
-        bad = ([f"min_effect_pct {eff:g} (0 < it < 100)"] if not 0 < eff < 100 else []) \
-            + ([f"false_alarm_pct {alpha:g} (0 < it < 50)"] if not 0 < alpha < 50 else []) \
-            + ([f"power_pct {power:g} (50 <= it < 100)"] if not 50 <= power < 100 else [])
-    bad += [f"gate_mode {mode!r} (fixed or noise)"] if mode not in ("fixed", "noise") else []
-    bad += [f"inconclusive {policy!r} (keep or fail)"] if policy not in ("keep", "fail") else []
-    if bad:
-        raise VerifyError("noise-aware gate settings out of range: " + ", ".join(bad)
-                          + "; fix sglang_verify_min_effect_pct, _false_alarm_pct, _power_pct, _gate_mode or _inconclusive")
-    return {"mode": mode, "inconclusive": policy, "min_effect": values["min_effect_pct"] / 100.0,
-            "alpha": values["false_alarm_pct"] / 100.0, "power": values["power_pct"] / 100.0}
-
-
-def evaluate(bench, thresholds, history, gpu, weight_bytes, version, args, host="", stamp="", last_good=None,
-             accept_regression=False, earlier=None):
-    """Gates and report for one verification run (see module doc).
-
-    thresholds: min_decode_tok_s, min_accept_length, history_window, regression_tolerance_pct.
-    last_good: the host's last known good release record (plugins/module_utils/release/records.py) or None.
-    earlier: this run's earlier measurements (each result's `measurement`: its own metrics and samples),
-    when an inconclusive gate had the server measured again (combine_measurements): the run is all of them.
-    Returns {"ok", "failures", "lines", "line", "record", "report", "measurement", "inconclusive" (a gate
-    is: what has the server measured again)}; `record` goes to history.
-    """
-    floor = float(thresholds.get("min_decode_tok_s") or 0)
-    min_acc = float(thresholds.get("min_accept_length") or 0)
-    window = thresholds.get("history_window", 5)
-    tol = float(thresholds.get("regression_tolerance_pct", 5))
-    if floor < 0 or min_acc < 0 or not 0 <= tol < 100:
-        raise VerifyError(f"thresholds out of range: min_decode_tok_s {floor:g}, min_accept_length {min_acc:g}, "
-                          f"regression_tolerance_pct {tol:g} (0 <= tolerance < 100)")
-    stats_opts = noise_options(thresholds)
-    fp = fingerprint(version, args)
-    tp = tp_size_of(args)
-    algo = speculative_algorithm(args)
-    lv = levels(bench)
-    metrics, samples = metrics_of(lv), samples_of(lv)
-    measurement = {"metrics": metrics, "samples": samples}   # this measurement's own, for a next one
-    measurements = 1 + len(earlier or [])
-    metrics, samples, figures = combine_measurements(earlier or [], metrics, samples)
-    decode = metrics[DECODE]
-    # An accept length of 0 (the /metrics gauge of a server that never verified a draft) is none.
-    accept = next((row["accept_length"] for row in lv if _num(row["accept_length"]) and row["accept_length"] > 0),
-                  None)
-    shape = workload(lv)
-    base = baseline(history, fp["id"], window, shape)
-    stats = stats_opts and {**stats_opts, "samples": samples, "figures": figures, "noise": host_noise(history, shape)}
-    roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
-    check_speed = CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED
-    eff = None if "error" in roof else efficiency_pct(decode, roof)
-    side = f"{_hist_text(base, DECODE)}; {_roof_text(roof, decode)}"
-    gates = []
-
-    # (a) absolute floor
-    if floor <= 0:
-        gates.append({"gate": "floor", "status": "skip", "message": "floor: no sglang_verify_min_decode_tok_s set"})
-    else:
-        ok = decode >= floor
-        msg = (f"floor: single-stream decode {_fmt(decode)} {'>=' if ok else '<'} floor {_fmt(floor)} ({side})")
-        if not ok:
-            msg += "; " + check_speed.format(host=host or "HOST")
-            if algo:
-                msg += f"; accept length {_fmt(accept, '', 2)}"
-        gates.append({"gate": "floor", "status": "pass" if ok else "fail", "measured": decode, "threshold": floor,
-                      "history_median": base["median"].get(DECODE), "message": msg})
-
-    # (b) regression against the host's own history
-    if not base["runs"]:
-        gates.append({"gate": "history", "status": "skip", "message": (
-            f"history: no passing run of sglang {fp['version']} with these flags (fingerprint {fp['id']}) and this "
-            f"workload ({shape}) yet; "
-            f"this run starts the baseline ({_roof_text(roof, decode)})")})
-    else:
-        rows, failed = compare_metrics(metrics, base["median"], tol, "history_median",
-                                       stats and {**stats, "reference": base["samples"],
-                                                  "reference_runs": base["values"]})
-        unsure = [r for r in rows if r["status"] == "inconclusive"]
-        hist_of = (f"last {base['runs']} passing run{'s' if base['runs'] != 1 else ''} of sglang {fp['version']} "
-                   f"with these flags, fingerprint {fp['id']}, workload {shape}, {base['since']} .. {base['last']}")
-        if failed:
-            parts = [loss_text(r, "history_median", "the history median ", "median", tol) for r in failed]
-            msg = (f"history: {'; '.join(parts)} ({hist_of}; floor {_fmt(floor or None)}; "
-                   f"{_roof_text(roof, decode)}); check: what changed since {base['last']} (driver, CUDA, "
-                   f"firmware, GPU clocks, other load on the host, the model files), then "
-                   + check_speed.format(host=host or "HOST").removeprefix("check: "))
-        elif unsure:
-            msg = (f"history: cannot tell against the {hist_of}: "
-                   + "; ".join(f"{metric_label(r['metric'])} {r['comparison']}" for r in unsure))
-        else:
-            msg = f"history: {within_text(rows, tol, 'the median of the ' + hist_of)}"
-        gates.append({"gate": "history", "status": "fail" if failed else "inconclusive" if unsure else "pass",
-                      "tolerance_pct": tol,
-                      "runs": base["runs"], "metrics": rows, "message": msg})
-
-    # (c) speculative accept length
-    if not algo:
-        gates.append({"gate": "accept_length", "status": "skip",
-                      "message": "accept length: speculative decoding not configured"})
-    elif min_acc <= 0:
-        gates.append({"gate": "accept_length", "status": "skip",
-                      "message": f"accept length: {_fmt(accept, '', 2)} (no sglang_verify_min_accept_length set)"})
-    else:
-        hist_acc = f"history median {_fmt(base['accept_length'], '', 2)}" if base["accept_length"] else \
-            "history median n/a"
-        if not _num(accept):
-            ok = False
-            msg = (f"accept length: speculative_algorithm {algo} is configured but the server reports no accept "
-                   f"length (minimum {min_acc:g}; {hist_acc}): speculative decoding is not running; "
-                   f"single-stream decode {_fmt(decode)}, {_roof_text(roof, decode)}; "
-                   + CHECK_SPEC.format(host=host or "HOST"))
-        else:
-            ok = accept >= min_acc
-            msg = (f"accept length: {accept:.2f} {'>=' if ok else '<'} minimum {min_acc:g} ({hist_acc}; "
-                   f"speculative_algorithm {algo}; single-stream decode {_fmt(decode)}, {_roof_text(roof, decode)})")
-            if not ok:
-                msg += "; " + CHECK_SPEC.format(host=host or "HOST")
-        gates.append({"gate": "accept_length", "status": "pass" if ok else "fail", "measured": accept,
-                      "threshold": min_acc, "history_median": base["accept_length"], "message": msg})
-
-    # (d) cross-release: against the host's last known good, whatever its version or flags
-    gates.append(last_good_gate(last_good, fp, args, metrics, shape, gpu, tol, accept_regression,
-                                _roof_text(roof, decode), stats))
-
-    if stats and stats["mode"] == "fixed":
-        for gate in gates:
-            decode_row = decode_noise_row(gate)
-            if decode_row:
-                gate["message"] += (f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream "
-                                    f"decode {decode_row['comparison']}")
-    for gate in gates:
-        if gate["status"] == "inconclusive":
-            gate["message"] += (f"; still inconclusive after {measurements} measurements of this run" if measurements > 1
-                                else "") + ("; more repeats (sglang_verify_repeats) or measurements "
-                                            "(sglang_verify_remeasure) narrow it")
-    failing = ("fail", "inconclusive") if stats and stats["inconclusive"] == "fail" else ("fail",)
-    failures = [g["message"] for g in gates if g["status"] in failing]
-    ok = not failures
+def summary_line(run, gates, ok):
+    """One readable line for the host: PASS/FAIL, single-stream decode with its floor, history and
+    roofline, output at every other level, each gate's status."""
+    th, base, roof, decode, algo = run["thresholds"], run["base"], run["roof"], run["decode"], run["algo"]
+    floor, min_acc, eff = th["min_decode_tok_s"], th["min_accept_length"], run["efficiency"]
     status = {g["gate"]: g["status"] for g in gates}
     roof_short = ("roofline " + NOT_ON_CPU.split(" (", 1)[0] if roof.get("not_applicable") else
-                  "roofline n/a" if eff is None else
-                  f"roofline {_fmt(roof['upper_bound_tok_s'])}, {eff:.1f} % of it")
-    hist_short = (f"history {_fmt(base['median'].get(DECODE))} over {base['runs']}" if base["runs"]
-                  else "no history yet")
-    others = ", ".join(f"c={row['concurrency']} {_fmt(row['output_tok_s'])} out" for row in lv[1:]
+                  "roofline n/a" if eff is None else f"roofline {_fmt(roof['upper_bound_tok_s'])}, {eff:.1f} % of it")
+    hist_short = f"history {_fmt(base['median'].get(DECODE))} over {base['runs']}" if base["runs"] else "no history yet"
+    others = ", ".join(f"c={row['concurrency']} {_fmt(row['output_tok_s'])} out" for row in run["levels"][1:]
                        if _num(row["output_tok_s"]))
-    line = (f"{host}: {'PASS' if ok else 'FAIL'} single-stream decode {_fmt(decode)} "
+    return (f"{run['host']}: {'PASS' if ok else 'FAIL'} single-stream decode {_fmt(decode)} "
             f"(floor {_fmt(floor) if floor > 0 else 'none'}, {hist_short}, {roof_short})"
-            + (f", accept length {_fmt(accept, '', 2)}" + (f" (min {min_acc:g})" if min_acc > 0 else "")
+            + (f", accept length {_fmt(run['accept'], '', 2)}" + (f" (min {min_acc:g})" if min_acc > 0 else "")
                if algo else "")
             + (f"; {others}" if others else "")
             + " [" + ", ".join(f"{g} {status[g]}" for g in GATES) + "]"
-            + (f" ({measurements} measurements)" if measurements > 1 else ""))
-    record = {
-        "generated_at": stamp, "host": host, "version": fp["version"], "fingerprint": fp["id"], "workload": shape,
-        "passed": ok, "gates": status, "metrics": metrics, "samples": samples, "measurements": measurements,
-        "accept_length": accept,
-        "efficiency_pct": eff, "upper_bound_tok_s": roof.get("upper_bound_tok_s"),
+            + (f" ({run['measurements']} measurements)" if run["measurements"] > 1 else ""))
+
+
+def history_record(run, gates, ok, stamp, samples):
+    """This run's line of verify-history.jsonl: what later runs compare with and learn noise from."""
+    return {
+        "generated_at": stamp, "host": run["host"], "version": run["fp"]["version"], "fingerprint": run["fp"]["id"],
+        "workload": run["shape"], "hardware": run["hardware"], "passed": ok,
+        "gates": {g["gate"]: g["status"] for g in gates}, "metrics": run["metrics"], "samples": samples,
+        "measurements": run["measurements"], "accept_length": run["accept"], "efficiency_pct": run["efficiency"],
+        "upper_bound_tok_s": run["roof"].get("upper_bound_tok_s"),
+        **({"rebaseline": True} if run["thresholds"]["rebaseline"] else {}),
     }
-    report = {
-        "host": host, "generated_at": stamp, "passed": ok, "line": line, "failures": failures,
-        "sglang_version": fp["version"], "fingerprint": fp, "workload": shape,
-        "speculative_algorithm": algo,
-        "thresholds": {"min_decode_tok_s": floor, "min_accept_length": min_acc, "history_window": window,
-                       "regression_tolerance_pct": tol, **{k: thresholds.get(k) for k in NOISE_THRESHOLDS}},
-        "gates": gates, "levels": lv, "metrics": metrics, "measurements": measurements, "accept_length": accept,
-        "history": base, "last_good": gates[-1].get("release"), "roofline": roof, "efficiency_pct": eff, "tp_size": tp,
-        "weight_bytes": weight_bytes,
-        "gpu": {k: (gpu or {}).get(k) for k in ("source", "gpu_model", "gpu_count", "hbm_bandwidth_gbs")},
+
+
+def verify_report(run, gates, ok, stamp, line, failures, weight_bytes):
+    """The whole report of this run (verify-<stamp>.json): gates, levels, reference runs, noise, roofline."""
+    gpu = run["gpu"]
+    return {
+        "host": run["host"], "generated_at": stamp, "passed": ok, "line": line, "failures": failures,
+        "sglang_version": run["fp"]["version"], "fingerprint": run["fp"], "workload": run["shape"],
+        "hardware": run["hardware"], "speculative_algorithm": run["algo"], "thresholds": run["thresholds"],
+        "gates": gates, "levels": run["levels"], "metrics": run["metrics"], "measurements": run["measurements"],
+        "accept_length": run["accept"], "history": run["base"], "noise": run["noise"],
+        "last_good": gates[-1].get("release"), "roofline": run["roof"], "efficiency_pct": run["efficiency"],
+        "tp_size": run["tp"], "weight_bytes": weight_bytes,
+        "gpu": {k: gpu.get(k) for k in ("source", "gpu_model", "gpu_count", "hbm_bandwidth_gbs")},
     }
+
+
+def evaluate(bench, thresholds, server, history, *, last_good=None, peers=(), earlier=(), stamp=""):
+    """Gates and report for one verification run (see the module's docstring).
+
+    bench: sglang_bench results, one per concurrency level. thresholds: the verify settings
+    (settings.py; missing ones take its defaults). server: {"host", "version", "args", "gpu",
+    "weight_bytes"} of the server measured. history: the host's records; peers: other hosts' records
+    (their noise is this host's prior where the hardware matches); last_good: the host's last known
+    good release record or None; earlier: this run's earlier measurements (each result's
+    `measurement`), when a gate that suspected a loss had the server measured again: the run is all of them.
+    Returns {"ok", "failures", "lines", "line", "record", "report", "measurement", "inconclusive" (a gate
+    is: what has the server measured again)}; `record` goes to history."""
+    th = settings.thresholds(thresholds, VerifyError)
+    host, version, args = server.get("host") or "", server.get("version"), server.get("args") or {}
+    gpu, weight_bytes = server.get("gpu") or {}, server.get("weight_bytes") or None
+    fp, tp, algo, lv = fingerprint(version, args), tp_size_of(args), speculative_algorithm(args), levels(bench)
+    metrics, samples = metrics_of(lv), samples_of(lv)
+    measurement = {"metrics": metrics, "samples": samples}   # this measurement's own, for a next one
+    metrics, samples, figures = combine_measurements(list(earlier or []), metrics, samples)
+    decode = metrics[DECODE]
+    # An accept length of 0 (the /metrics gauge of a server that never verified a draft) is none.
+    accept = next((row["accept_length"] for row in lv if _num(row["accept_length"]) and row["accept_length"] > 0), None)
+    shape, hardware = workload(lv), hardware_of(gpu)
+    base = baseline(history, fp["id"], th["history_window"], shape)
+    roof = roofline(gpu, weight_bytes, tp, accept if _num(accept) and accept > 0 else 1.0)
+    run = {"thresholds": th, "host": host, "fp": fp, "args": args, "gpu": gpu, "shape": shape, "levels": lv,
+           "metrics": metrics, "hardware": hardware, "tp": tp,
+           "figures": figures, "decode": decode, "accept": accept, "algo": algo, "base": base, "roof": roof,
+           "history": history, "measurements": 1 + len(earlier or []),
+           "noise": host_noise(history, shape, th, peers, hardware),
+           "efficiency": None if "error" in roof else efficiency_pct(decode, roof),
+           "check_speed": (CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED).format(host=host or "HOST"),
+           "side": f"{_hist_text(base, DECODE)}; {_roof_text(roof, decode)}"}
+    gates = [floor_gate(run), history_gate(run), accept_length_gate(run), last_good_gate(run, last_good)]
+    for gate in gates:
+        decode_row = decode_noise_row(gate)
+        if th["gate_mode"] == "fixed" and decode_row:
+            gate["message"] += (f"; noise-aware, reported only (sglang_verify_gate_mode fixed): single-stream decode "
+                                f"{decode_row['comparison']}")
+        if gate["status"] == "inconclusive":
+            gate["message"] += ((f"; still inconclusive after {run['measurements']} measurements of this run"
+                                 if run["measurements"] > 1 else "")
+                                + "; more measurements (sglang_verify_remeasure) or runs in the history narrow it")
+    failing = ("fail", "inconclusive") if th["inconclusive"] == "fail" else ("fail",)
+    failures = [g["message"] for g in gates if g["status"] in failing]
+    ok = not failures
+    line = summary_line(run, gates, ok)
+    record = history_record(run, gates, ok, stamp, samples)
+    report = verify_report(run, gates, ok, stamp, line, failures, weight_bytes)
     return {"ok": ok, "failures": failures, "line": line, "lines": [line] + [g["message"] for g in gates],
             "record": record, "report": report, "measurement": measurement,
-            "inconclusive": any(g["status"] == "inconclusive" for g in gates)}
+            "inconclusive": any(g["status"] == "inconclusive" for g in gates),
+            "measure_again": measure_again(gates, th)}
 
 
 def read_history_file(path):
@@ -640,21 +692,3 @@ def read_history(text):
         if isinstance(rec, dict):
             records.append(rec)
     return records
-
-
-__all__ = [
-    "VerifyError",
-    "baseline",
-    "evaluate",
-    "fingerprint",
-    "last_good_gate",
-    "changes",
-    "what_changed",
-    "levels",
-    "median",
-    "read_history",
-    "read_history_file",
-    "roofline",
-    "speculative_algorithm",
-    "tp_size_of",
-]
