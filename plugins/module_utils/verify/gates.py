@@ -343,6 +343,7 @@ def compare_metric(name, figures, refs, thresholds, estimate, tests=1):
     res = noise.compare_runs(figures, refs, est["sigma"], est["dof"], alpha=thresholds["false_alarm_pct"] / 100.0 / tests,
                              power=thresholds["power_pct"] / 100.0, min_effect=thresholds["min_effect_pct"] / 100.0,
                              basis=est["basis"])
+    alpha, min_effect = thresholds["false_alarm_pct"] / 100.0 / tests, thresholds["min_effect_pct"] / 100.0
     row = {"metric": name, "reference_runs": len(refs), "measurements": len(figures), "measured": round(value, 2), "reference": round(ref, 2),
            "change_pct": round(100.0 * (value / ref - 1), 1), "threshold": round(ref * (1 - tol / 100.0), 2),
            "status": "pass" if value >= ref * (1 - tol / 100.0) else "fail",
@@ -350,7 +351,10 @@ def compare_metric(name, figures, refs, thresholds, estimate, tests=1):
            "noise_basis": "runs" if est["sigma"] else "none", "noise_source": est["source"], **noise_figures(res)}
     if thresholds["gate_mode"] == "noise":
         row.update({"measured": round(res["current"], 2), "reference": round(res["reference"], 2),
-                    "change_pct": round(100.0 * res["effect"], 1), "status": res["verdict"], "decided_by": "noise"})
+                    "change_pct": round(100.0 * res["effect"], 1), "status": res["verdict"], "decided_by": "noise",
+                    "could_fail": res["verdict"] == "fail" or (
+                        res["verdict"] == "inconclusive" and res["effect"] <= -min_effect and bool(est["sigma"])
+                        and noise.could_fail(figures, refs, est["sigma"], est["dof"], alpha, min_effect))})
         del row["threshold"]
     return row
 
@@ -386,22 +390,17 @@ def within_text(rows, tol, ref):
             + (f" (largest change {worst['change_pct']:+.1f} % in {metric_label(worst['metric'])})" if worst else ""))
 
 
-def suspects_loss(row, thresholds):
-    """Does this row want one more measurement? When it failed, or is inconclusive with a loss of at
-    least min_effect_pct, and a noise is known: the run is then judged on its best measurement, so a
-    failure stands only where the second measurement shows the loss too (a real engine's runs have heavy
-    tails: now and then a run ~40 % slow for a moment of other load, bench/README.md "Gates on the real
-    engine"). An unchanged run that is inconclusive only because the host's noise hides small losses is
-    kept as it is."""
-    return (row.get("decided_by") == "noise" and row.get("noise_basis") == "runs"
-            and row["status"] in ("fail", "inconclusive") and row["effect_pct"] <= -thresholds["min_effect_pct"])
-
-
-def measure_again(gates, thresholds):
-    """Whether the server should be measured again before this run's verdict stands: the floor failed
-    (one slow moment can miss it), or a noise-aware row suspects a loss (suspects_loss)."""
+def measure_again(gates):
+    """Whether the server should be measured again before this run's verdict stands: the floor failed,
+    or a metric of the noise-aware comparison could fail on one more measurement (`could_fail`: it
+    failed, or suspects a loss that a second measurement as low as this one would make a failure).
+    The run is then judged on its best measurement (noise.compare_runs), so a failure stands only where
+    the second measurement, taken sglang_verify_remeasure_delay_s later, shows the loss too: a real
+    engine's runs have heavy tails, now and then a run ~40 % slow for a moment of other load
+    (bench/README.md "Gates on the real engine"). A run the noise leaves inconclusive whatever the next
+    measurement shows is kept as it is, without the delay."""
     return any(g["gate"] == "floor" and g["status"] == "fail" for g in gates) or any(
-        suspects_loss(row, thresholds) for g in gates for row in g.get("metrics") or [])
+        row.get("could_fail") for g in gates for row in g.get("metrics") or [])
 
 
 def decode_noise_row(gate):
@@ -667,7 +666,7 @@ def evaluate(bench, thresholds, server, history, *, last_good=None, peers=(), ea
     return {"ok": ok, "failures": failures, "line": line, "lines": [line] + [g["message"] for g in gates],
             "record": record, "report": report, "measurement": measurement,
             "inconclusive": any(g["status"] == "inconclusive" for g in gates),
-            "measure_again": measure_again(gates, th)}
+            "measure_again": measure_again(gates)}
 
 
 def read_history_file(path):

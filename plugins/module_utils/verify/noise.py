@@ -215,6 +215,17 @@ def compare_runs(current, reference_runs, sigma, dof, *, alpha=0.01, power=0.95,
                            + (f" ({basis})" if basis else ""))}
 
 
+def could_fail(current, reference_runs, sigma, dof, alpha, min_effect):
+    """Would this run fail if one more measurement came out no better than its best so far? (Then the
+    best stays, its expected lead grows with n + 1 and the standard error shrinks: compare_runs.) What
+    decides whether measuring again is worth its time."""
+    cur = _logs(list(current) if isinstance(current, (list, tuple)) else [current])
+    refs = _logs(list(reference_runs))
+    lead, spread = best_of(len(cur) + 1)
+    d = max(cur) - fmean(refs) - lead * sigma
+    return math.exp(d) - 1 <= -min_effect and d < -t_quantile(1 - alpha, dof) * sigma * math.sqrt(spread + 1 / len(refs))
+
+
 def judge(d, se, dof, alpha, power, min_effect, max_detectable, basis):
     """Verdict, interval, detectable loss and message for a log-scale difference ``d`` with standard
     error ``se`` (see the module's docstring)."""
