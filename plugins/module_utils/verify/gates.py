@@ -544,7 +544,8 @@ def last_good_gate(run, last_good):
     # its passing runs in the history (since its latest re-baseline), else the one run its record keeps
     runs = baseline(run["history"], last_good.get("fingerprint"), th["history_window"], run["shape"])
     reference = runs["values"] if runs["runs"] else {k: [v] for k, v in lg["metrics"].items() if _num(v) and v > 0}
-    name += f", {runs['runs']} passing run{'s' if runs['runs'] != 1 else ''}" if runs["runs"] else ", its one recorded run"
+    name = name[:-1] + (f", {runs['runs']} passing run{'s' if runs['runs'] != 1 else ''})" if runs["runs"]
+                        else ", its one recorded run)")
     changed = what_changed(last_good.get("version"), last_good.get("args"), fp["version"], args)
     tol = th["regression_tolerance_pct"]
     rows, failed = compare_metrics(run["figures"], reference, th, run["noise"])
