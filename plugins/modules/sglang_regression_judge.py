@@ -11,7 +11,7 @@ description:
   - Each step's single-stream decode is compared with the baseline's (the last known good release,
     step 0, and the same again as the last step, which brackets the others and tells whether the host
     itself moved) by the verify gates' run-to-run comparison - C(fail) (a loss beyond the noise and at
-    least O(thresholds.min_effect_pct)), C(inconclusive) or C(pass) - and the culprit is the single
+    least the minimum effect, C(min_effect_pct) in O(thresholds)), C(inconclusive) or C(pass) - and the culprit is the single
     change with the largest loss judged C(fail).
   - Never changes anything (changed=false); supports check mode.
 options:

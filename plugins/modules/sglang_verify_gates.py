@@ -8,13 +8,16 @@ description:
   - Pure computation over its inputs (plugins/module_utils/verify/gates.py), plus reading O(history_file)
     (JSON lines, one record per earlier run) where it runs; the role runs it on the controller,
     where the history lives.
-  - Gates, each pass, fail or skip. C(floor) - single-stream decode tok/s >= O(min_decode_tok_s).
-    C(history) - every metric within O(regression_tolerance_pct) % below the median of the last
-    O(history_window) passing runs with the same SGLang version and flags (fingerprint of version
-    and normalised argv). C(accept_length) - speculative decoding configured -> accept length
-    >= O(min_accept_length), none reported fails. C(last_good) - every metric within
-    O(regression_tolerance_pct) % below the host's last known good release O(last_good) on the same
-    model, GPUs and workload, whatever its version or flags (C(accepted) with O(accept_regression)).
+  - Gates, each pass, fail, inconclusive or skip (O(thresholds) names the settings). C(floor) -
+    single-stream decode tok/s >= C(min_decode_tok_s). C(history) - every metric against the last
+    C(history_window) passing runs with the same SGLang version and flags (fingerprint of version and
+    normalised argv) and workload, with the host's run-to-run noise (learned from O(history_file),
+    moderated by the peers' noise from O(peer_history_files) or the prior C(run_noise_prior_pct));
+    gate_mode C(fixed) - within C(regression_tolerance_pct) % of their median. C(accept_length) -
+    speculative decoding configured -> accept length >= C(min_accept_length), none reported fails.
+    C(last_good) - every metric against the host's last known good release O(last_good) (its passing
+    runs in the history) on the same model, GPUs and workload, whatever its version or flags
+    (C(accepted) with C(accept_regression)).
   - Also computes the memory-bandwidth roofline of single-stream decode and the measured efficiency.
   - Never changes anything (changed=false); supports check mode. Does not fail on failed gates
     (the role writes the report first, then fails).

@@ -244,9 +244,9 @@ def noise_estimate(name, mine, others, thresholds):
     else:
         prior, prior_text, prior_source = (None, 0), "", ""
     sigma, dof = noise.moderate(own["sigma"], own["dof"], *prior)
-    own_text = (f"this host's {runs} runs" + (f" ({failed} failed)" if failed else "")
-                + f" as {own['dof']} dof" + (f", {own['clipped']} step{'s' if own['clipped'] != 1 else ''} clipped"
-                                            if own["clipped"] else "")) if own["sigma"] is not None else ""
+    clipped = f", {own['clipped']} step{'s' if own['clipped'] != 1 else ''} clipped" if own["clipped"] else ""
+    own_text = (f"this host's {runs} runs" + (f" ({failed} failed)" if failed else "") + f" as {own['dof']} dof"
+                + clipped) if own["sigma"] is not None else ""
     if not sigma:
         basis = ("this host has no two runs of one release and workload yet, and neither peers of its hardware nor a "
                  "prior (sglang_verify_run_noise_prior_pct 0)")
