@@ -175,7 +175,7 @@ def test_the_seeds_one_step_redeploy_fails_against_the_last_known_good_without_a
              "sglang_verify_run_noise_prior_pct); detects a loss of 17.3 % or more, cares from 3.0 %")
     assert r["failures"] == [
         f"last known good: against release 0.5.11-0123456789ab (sglang 0.5.11, fingerprint {FP}, verified "
-        f"20261130T060000Z), its one recorded run: single-stream decode 37.7 tok/s against the last known good 53.8 "
+        f"20261130T060000Z, its one recorded run): single-stream decode 37.7 tok/s against the last known good 53.8 "
         f"tok/s: -29.9 % [-38.5, -20.2] ({noise}): fail; output at concurrency 4 140.0 tok/s against the last known "
         f"good 192.0 tok/s: -27.1 % [-36.0, -16.9] ({noise}): fail; what changed: speculative_num_draft_tokens 4 -> "
         f"2, speculative_num_steps 3 -> 1; roofline 87.4 tok/s at accept length 1.85, measured 43.1 % of it; fix the "
@@ -390,11 +390,11 @@ def test_the_last_known_good_gate_compares_with_that_releases_passing_runs_in_th
     assert row["reference_runs"] == 5 and row["noise_source"] == "host+prior"
     assert row["reference"] == pytest.approx(math.exp(sum(math.log(x["metrics"][DECODE]) for x in lg_runs[-5:]) / 5),
                                              abs=0.01)
-    assert ", 5 passing runs: " in lg["message"]
+    assert ", 5 passing runs): " in lg["message"]
     # without them: the one recorded run
     alone = gate(run_lg(bench(37.7, 140.0, accept=1.85), last_good(), th={}), "last_good")
     assert (alone["runs"], decode_row(alone)["reference_runs"], decode_row(alone)["reference"]) == (1, 1, 53.8)
-    assert ", its one recorded run: " in alone["message"]
+    assert ", its one recorded run): " in alone["message"]
 
 
 @pytest.mark.parametrize(("lg", "why"), [
