@@ -90,7 +90,10 @@ def when_restarted(fleet, host, pid_before, then, timeout=300):
     def watch():
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            rc, pid = fleet.ssh_status(host, "systemctl show sglang -p MainPID", timeout=30)
+            try:
+                rc, pid = fleet.ssh_status(host, "systemctl show sglang -p MainPID", timeout=30)
+            except subprocess.TimeoutExpired:   # a loaded machine: ask again, the watch must not die
+                continue
             if rc == 0 and pid.strip() not in (pid_before, "MainPID=0", ""):
                 then()
                 return

@@ -126,7 +126,7 @@ CASES = [
     ("verify-type", "ct129", {"sglang_verify_min_decode_tok_s": "fast"},
      "argument 'sglang_verify_min_decode_tok_s' is of type str"),
     ("noise-min-effect", "ct129", {"sglang_verify_min_effect_pct": 0},
-     ("sglang_verify settings out of range", "the noise-aware gates' min_effect_pct 0 in (0, 100)")),
+     "sglang_verify settings out of range: sglang_verify_min_effect_pct 0: must be a number in (0, 100)"),
     ("noise-gate-mode", "ct129", {"sglang_verify_gate_mode": "strict"},
      "value of sglang_verify_gate_mode must be one of: fixed, noise, got: strict"),
     ("bad-version", "ct129", {"sglang_version": "0.5.x"},
