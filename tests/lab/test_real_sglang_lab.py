@@ -199,9 +199,9 @@ def test_repeated_verifies_of_the_unchanged_real_server_never_fail_and_its_floor
     start: none fails (each passes or is inconclusive and kept); the message says what the noise was
     learned from. False-alarm budget: 0.01 % per gate and run (UNCHANGED)."""
     statuses = []
-    history = real.reports / HOST / "verify-history.jsonl"
+    history_file = real.reports / HOST / "verify-history.jsonl"
     for i in range(3):
-        runs_before = len(history.read_text().splitlines())   # the deploys' runs, then these
+        runs_before = len(history_file.read_text().splitlines())   # the deploys' runs, then these
         rc, out = real.play_secret(f"verify-{i}", "verify.yml", "-e", json.dumps(UNCHANGED))
         assert rc == 0, out
         report = json.loads((real.reports / HOST / "verify-latest.json").read_text())
