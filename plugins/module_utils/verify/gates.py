@@ -624,9 +624,9 @@ def evaluate(bench, thresholds, server, history, *, last_good=None, peers=(), ea
     "weight_bytes"} of the server measured. history: the host's records; peers: other hosts' records
     (their noise is this host's prior where the hardware matches); last_good: the host's last known
     good release record or None; earlier: this run's earlier measurements (each result's
-    `measurement`), when a gate that suspected a loss had the server measured again: the run is all of them.
+    `measurement`), when measure_again had the server measured again: the run is all of them.
     Returns {"ok", "failures", "lines", "line", "record", "report", "measurement", "inconclusive" (a gate
-    is: what has the server measured again)}; `record` goes to history."""
+    is), "measure_again" (what has the server measured again)}; `record` goes to history."""
     th = settings.thresholds(thresholds, VerifyError)
     host, version, args = server.get("host") or "", server.get("version"), server.get("args") or {}
     gpu, weight_bytes = server.get("gpu") or {}, server.get("weight_bytes") or None
