@@ -472,6 +472,18 @@ def test_a_real_loss_fails_keeps_failing_and_passes_again_after_a_rebaseline():
     assert after["report"]["history"]["dropped"] == 10   # every passing run before the rebaseline
 
 
+def test_a_host_that_stays_slow_after_its_first_run_keeps_failing_on_a_short_history():
+    """One run at 500 tok/s, then the host stays 25 % slow. With two or three runs the failed step cannot
+    set its own clipping limit (its median is itself), so it is clipped at the prior's scale: the loss
+    does not teach the gate that 25 % is noise, and every slow run fails instead of turning
+    inconclusive and being kept as a reference."""
+    results, _history = verify_runs([500.0, 375.0, 376.0, 374.0])
+    assert [gate(r, "history")["status"] for r in results] == ["skip", "fail", "fail", "fail"]
+    basis = results[-1]["report"]["noise"][DECODE]["basis"]
+    assert "(2 failed)" in basis and "clipped" in basis and "prior 2 % as 4 dof" in basis
+    assert decode_row(gate(results[-1], "history"))["noise_pct"] < 6
+
+
 def test_a_host_without_runs_of_its_own_takes_the_noise_of_peers_of_its_hardware():
     _, peer_history = verify_runs(steady(10, 500.0, seed=3), host="peer1")
     assert {r["hardware"] for r in peer_history} == {HARDWARE}

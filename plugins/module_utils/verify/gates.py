@@ -227,22 +227,24 @@ def host_noise(history, shape, thresholds, peers=(), hardware=None):
 def noise_estimate(name, mine, others, thresholds):
     """host_noise's estimate for one metric (see there)."""
     series, passed, failed = _series(mine, name, lambda r: r.get("fingerprint"))
-    own = noise.run_noise(series, passed)
     runs = sum(len(s) for s in series)
     prior_dof = thresholds["run_noise_prior_dof"]
+    stated = thresholds["run_noise_prior_pct"] / 100.0 or None
     peer_series, peer_passed, _failed = _series(others, name, lambda r: (r.get("host"), r.get("fingerprint")))
-    peer = noise.run_noise(peer_series, peer_passed)
+    peer = noise.run_noise(peer_series, peer_passed, stated)
     if peer["sigma"] and peer["dof"] >= 2:
         hosts = sorted({str(r.get("host")) for r in others})
         prior, prior_text = (peer["sigma"], prior_dof), (
             f"peers {', '.join(hosts)}: {peer['sigma'] * 100:.1f} % over {peer['dof']} dof, as {prior_dof} dof")
         prior_source = "peers"
-    elif thresholds["run_noise_prior_pct"] > 0:
-        prior = (thresholds["run_noise_prior_pct"] / 100.0, prior_dof)
+    elif stated:
+        prior = (stated, prior_dof)
         prior_text = f"prior {thresholds['run_noise_prior_pct']:g} % as {prior_dof} dof, sglang_verify_run_noise_prior_pct"
         prior_source = "prior"
     else:
         prior, prior_text, prior_source = (None, 0), "", ""
+    # a short history's failed steps are clipped at the prior's scale (noise.run_noise)
+    own = noise.run_noise(series, passed, prior[0])
     sigma, dof = noise.moderate(own["sigma"], own["dof"], *prior)
     clipped = f", {own['clipped']} step{'s' if own['clipped'] != 1 else ''} clipped" if own["clipped"] else ""
     own_text = (f"this host's {runs} runs" + (f" ({failed} failed)" if failed else "") + f" as {own['dof']} dof"

@@ -49,6 +49,10 @@ WINSOR_K = ((2 * NormalDist().cdf(CLIP) - 1) - 2 * CLIP * NormalDist().pdf(CLIP)
             + 2 * CLIP ** 2 * (1 - NormalDist().cdf(CLIP)))
 
 
+# Fewer successive differences than this: the clipping scale is the prior's, not their median.
+SHORT = 5
+
+
 def _logs(values):
     out = [math.log(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
     if len(out) != len(values):
@@ -76,7 +80,7 @@ def pooled_noise(runs):
     return (math.sqrt(ss / dof), dof) if dof else (None, 0)
 
 
-def run_noise(series, trusted=None):
+def run_noise(series, trusted=None, prior_sigma=None):
     """Run-to-run noise of one figure, robustly: ``series`` are lists of run figures in time order,
     each of one release and flags (a list per fingerprint); ``trusted`` (the same shape, booleans)
     marks runs that passed their gates. Returns {"sigma", "dof", "differences", "clipped"}; sigma None
@@ -88,7 +92,10 @@ def run_noise(series, trusted=None):
     passing runs is the host's own noise, tails included, and is kept whole. The mean square is
     corrected by WINSOR_K for the clipped part, and the degrees of freedom are those of the mean square
     successive difference, 2 (n-1)^2 / (3n - 4) per series of n runs (von Neumann's estimator is 2/3 as
-    efficient as the sample variance)."""
+    efficient as the sample variance).
+
+    With fewer than SHORT differences their median says little (with one, a failed run's step would
+    set its own clipping limit), so the scale comes from ``prior_sigma`` where one is given."""
     diffs, dof = [], 0.0
     for k, figures in enumerate(series):
         logs = _logs(list(figures))
@@ -100,7 +107,10 @@ def run_noise(series, trusted=None):
     if not diffs:
         return {"sigma": None, "dof": 0, "differences": 0, "clipped": 0}
     sizes = [abs(d) for d, _ok in diffs]
-    scale = 1.4826 * (median(sizes) or median([x for x in sizes if x] or [0.0]))
+    if prior_sigma and len(diffs) < SHORT:
+        scale = math.sqrt(2) * prior_sigma   # the spread of a difference of two runs at the prior's noise
+    else:
+        scale = 1.4826 * (median(sizes) or median([x for x in sizes if x] or [0.0]))
     limit = CLIP * scale if scale > 0 else math.inf
     clipped = sum(abs(d) > limit for d, ok in diffs if not ok)
     squares = [d * d if ok else min(d * d, limit * limit) for d, ok in diffs]
