@@ -52,9 +52,12 @@ def sglang_host_model(me, hostvars, groups, play_hosts_all):
     """`me`'s host model (see the module's docstring); `play_hosts_all`: the play's hosts, for the
     multi-node check that every node of a server is in the play."""
     hv = hostvars[me]
-    inventory_args = sglang_args.inventory_args(hv)
-    node = multinode.sglang_multinode_plan(me, hostvars, groups, play_hosts_all)
-    side = pd.sglang_pd_plan(me, hostvars, groups)
+    try:
+        inventory_args = sglang_args.inventory_args(hv)
+        node = multinode.sglang_multinode_plan(me, hostvars, groups, play_hosts_all)
+        side = pd.sglang_pd_plan(me, hostvars, groups)
+    except sglang_args.ArgsError as exc:  # sglang_args (this host's or a peer's) that is no mapping
+        raise AnsibleFilterError(f"{me}: {exc}") from exc
     model, model_problems = _model(me, hv, inventory_args, hostvars, groups)
     derived = {"model_path": model["path"]} if model else {}
     args = {**inventory_args, **derived, **node.get("args", {}), **side.get("args", {})}

@@ -81,7 +81,7 @@ def sglang_multinode_plan(me, hostvars, groups, play_hosts_all):
     for h in members:
         if h == me:
             continue
-        theirs = _without_derived(_args(hostvars[h]))
+        theirs = _without_derived(_args(hostvars[h], h))
         diff = sorted(str(k) for k in set(flat) | set(theirs) if flat.get(k) != theirs.get(k))
         if diff:
             problems.append(f"the nodes of multi-node server {group!r} must run the same sglang_args: {me} and {h} "

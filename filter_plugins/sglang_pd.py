@@ -31,9 +31,9 @@ def _dest(key):
     return str(key).replace("-", "_")
 
 
-def _declared(hv):
+def _declared(hv, host=None):
     """The host's SGLang arguments keyed by argparse dest (tp-size and tp_size are one flag)."""
-    return {_dest(k): v for k, v in _args(hv).items()}
+    return {_dest(k): v for k, v in _args(hv, host).items()}
 
 
 def _is_port(value):
@@ -89,7 +89,7 @@ def _same_on_both_sides(prefill_group, decode_group, members, hostvars):
                         "the KV transfer is internal to a release (0.5.23 srt/disaggregation/common/conn.py:1006-1010 "
                         "warns that \"Mixed SGLang versions may wait for the KV release timeout\"); set sglang_version "
                         "once, in the pair's group vars")
-    declared = {h: _declared(hostvars[h]) for h in members}
+    declared = {h: _declared(hostvars[h], h) for h in members}
     for dest, why in SAME_ARGS:
         values = {h: declared[h].get(dest) for h in members}
         if len({repr(v) for v in values.values()}) > 1:
@@ -148,7 +148,7 @@ def sglang_pd_plan(me, hostvars, groups):
         problems.append(f"sglang_pd_bootstrap_port {port} is this prefill server's API port (sglang_args.port): the "
                         "prefill starts its KV bootstrap server on --host:--disaggregation-bootstrap-port beside the "
                         "API (0.5.23 srt/managers/disagg_service.py:43-48), so the two must differ")
-    backends = {h: str(_declared(hostvars[h]).get("disaggregation_transfer_backend") or DEFAULT_TRANSFER_BACKEND)
+    backends = {h: str(_declared(hostvars[h], h).get("disaggregation_transfer_backend") or DEFAULT_TRANSFER_BACKEND)
                 for h in members}
     if len(set(backends.values())) > 1:
         problems.append(f"the PD pair {prefill_group!r} / {decode_group!r} must move the KV cache with one transfer "

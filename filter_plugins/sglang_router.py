@@ -16,7 +16,7 @@ def worker_url(hostvars, name):
     v = hostvars[name]
     if v.get("sglang_router_worker_url"):
         return str(v["sglang_router_worker_url"])
-    args = sglang_args.inventory_args(v)
+    args = sglang_args.inventory_args(v, name)
     return f"http://{v.get('ansible_host') or name}:{args.get('port') or 30000}"
 
 

@@ -93,8 +93,12 @@ def test_unit_lines_quote_for_systemd():
          "SGLang's default"),
         ({"mem_fraction_static": float("nan")}, "sglang_argv: sglang_args.mem_fraction_static: nan is not a "
          "finite number"),
-        (["--tp-size", "2"], "sglang_argv: sglang_args must be a mapping of SGLang argument names to values, "
-         "got list"),
+        (["--tp-size", "2"], "sglang_argv: sglang_args is a list, not a mapping: write each SGLang flag as a key "
+         "(its argparse dest: tp_size for --tp-size) with its value, true for a flag without one, e.g. "
+         "sglang_args: {tp_size: 2, enable_metrics: true}"),
+        ("--tp-size 2", "sglang_argv: sglang_args is a string, not a mapping: write each SGLang flag as a key "
+         "(its argparse dest: tp_size for --tp-size) with its value, true for a flag without one, e.g. "
+         "sglang_args: {tp_size: 2, enable_metrics: true}"),
     ],
 )
 def test_bad_values_are_rejected_with_a_fix(args, message):
@@ -133,6 +137,13 @@ def test_args_that_fit_the_host_have_no_problems():
 )
 def test_args_problems_say_what_to_fix(change, gpus, problem):
     assert FILTERS["sglang_args_problems"]({**CT129, **change}, gpus, "declared") == [problem]
+
+
+@pytest.mark.parametrize(("args", "kind"), [(["--tp", "2"], "a list"), ("--tp 2", "a string"), (True, "a boolean")])
+def test_args_that_are_no_mapping_are_one_problem_with_the_fix(args, kind):
+    assert FILTERS["sglang_args_problems"](args, 2, "declared") == [
+        f"sglang_args is {kind}, not a mapping: write each SGLang flag as a key (its argparse dest: tp_size for "
+        "--tp-size) with its value, true for a flag without one, e.g. sglang_args: {tp_size: 2, enable_metrics: true}"]
 
 
 def test_dp_attention_shares_the_tp_gpus():

@@ -5,7 +5,9 @@ import pathlib
 import re
 import subprocess
 
+import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("sglang_host", REPO / "filter_plugins" / "sglang_host.py")
@@ -13,8 +15,9 @@ host = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(host)
 
 COMMON = {"mem_fraction_static": 0.85, "port": 30000}
-# Code that reads sglang_args_common to merge it: Jinja's combine, or a Python mapping's get.
-MERGE = re.compile(r"sglang_args_common[^\n]*combine|get\([\"']sglang_args_common")
+# Code that reads sglang_args_common to merge it: Jinja's combine, a Python mapping's get, or a loop
+# over the two names.
+MERGE = re.compile(r"sglang_args_common[^\n]*combine|get\([\"']sglang_args_common|[\"']sglang_args_common[\"'], [\"']sglang_args[\"']")
 
 
 def fleet():
@@ -81,6 +84,36 @@ def test_a_value_no_command_line_can_hold_leaves_argv_empty_for_the_checks_to_na
     hv["solo"]["sglang_args"] = {"model_path": "/m", "served_model_name": "a\nb"}
     m = model("solo", hv, groups)
     assert m["argv"] is None and m["args"]["served_model_name"] == "a\nb"
+
+
+FIX = ("not a mapping: write each SGLang flag as a key (its argparse dest: tp_size for --tp-size) with its value, "
+       "true for a flag without one, e.g. {name}: {{tp_size: 2, enable_metrics: true}}")
+
+
+@pytest.mark.parametrize(("var", "value", "kind"), [
+    ("sglang_args", ["--tp", "2"], "a list"),
+    ("sglang_args", "--tp 2", "a string"),
+    ("sglang_args", 2, "a number"),
+    ("sglang_args_common", ["--enable-metrics"], "a list"),
+])
+def test_flags_written_as_a_command_line_stop_the_prelude_with_the_fix(var, value, kind):
+    """Not Python's `dictionary update sequence element #0 has length 9`: the host, the variable, what it is."""
+    hv, groups = fleet()
+    hv["solo"][var] = value
+    with pytest.raises(AnsibleFilterError) as err:
+        model("solo", hv, groups)
+    assert str(err.value) == f"solo: {var} is {kind}, " + FIX.format(name=var)
+
+
+def test_a_peer_s_flags_written_as_a_command_line_are_named_on_each_node_that_reads_them():
+    hv, groups = fleet()
+    hv["big1"] = {**hv["big1"], "sglang_args": "--tp-size 16"}
+    with pytest.raises(AnsibleFilterError) as err:
+        model("big0", hv, groups)
+    assert str(err.value) == "big0: sglang_args of big1 is a string, " + FIX.format(name="sglang_args")
+    hv["d1"] = {**hv["d1"], "sglang_args": ["--model-path", "/models/pd"]}
+    with pytest.raises(AnsibleFilterError, match=r"^p1: sglang_args of d1 is a list, not a mapping"):
+        model("p1", hv, groups)
 
 
 def test_only_module_utils_sglang_args_merges_the_inventory_s_args():

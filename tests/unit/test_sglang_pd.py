@@ -157,6 +157,13 @@ def test_the_router_refuses_a_bad_pair_and_typed_pd_flags():
         "p2 of 'qwen_prefill' / 'qwen_decode' would not run in PD mode")
 
 
+def test_the_router_names_a_worker_whose_flags_are_a_command_line():
+    hv, groups = fleet(d1={"sglang_args": "--model-path /m --port 30000"})
+    with pytest.raises(ValueError, match=r"^sglang_args of d1 is a string, not a mapping: write each SGLang flag as a "
+                                         r"key \(its argparse dest: tp_size for --tp-size\)"):
+        router.worker_urls(["p1", "d1"], hv)
+
+
 @pytest.mark.wheels
 def test_the_rendered_pd_argv_is_what_the_real_router_parses():
     """The role's argv (sglang_router_args rendered by sglang_argv, then the plan's --prefill/--decode) through

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 
 # Flags that carry secrets. They never go into argv or the unit: the service's
 # EnvironmentFile holds them and the launcher passes them to SGLang in-process.
@@ -65,11 +66,41 @@ class ArgsError(ValueError):
     """A value in the host's SGLang arguments cannot be turned into argv."""
 
 
-def inventory_args(host_vars):
+def inventory_args(host_vars, host=None):
     """A host's SGLang arguments as the inventory declares them: the fleet's sglang_args_common with the
     host's sglang_args over it. The one merge of the two (the host model, filter_plugins/sglang_host.py,
-    and the plugins that read other hosts' arguments call it)."""
-    return {**dict(host_vars.get("sglang_args_common") or {}), **dict(host_vars.get("sglang_args") or {})}
+    and the plugins that read other hosts' arguments call it, naming that `host` in the error).
+
+    Either one set to anything but a mapping (a list or string of flags) raises ArgsError."""
+    merged = {}
+    for name in ("sglang_args_common", "sglang_args"):
+        value = host_vars.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            raise ArgsError(not_a_mapping(f"{name} of {host}" if host else name, value, name))
+        merged.update(value)
+    return merged
+
+
+def _kind(value):
+    """`a list`, `a string`, ...: what a value is, in the inventory's words (not Python's class name)."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):  # bool is an int: test it first
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def not_a_mapping(what, value, name="sglang_args"):
+    """Why a `name` (sglang_args, sglang_args_common) that is not a mapping is refused, and the fix."""
+    return (f"{what} is {_kind(value)}, not a mapping: write each SGLang flag as a key (its argparse dest: "
+            f"tp_size for --tp-size) with its value, true for a flag without one, e.g. "
+            f"{name}: {{tp_size: 2, enable_metrics: true}}")
 
 
 def flag_name(key):
@@ -115,7 +146,7 @@ def flag_groups(args):
     `json_model_override_args`).
     """
     if not isinstance(args, dict):
-        raise ArgsError(f"sglang_args must be a mapping of SGLang argument names to values, got {type(args).__name__}")
+        raise ArgsError(not_a_mapping("sglang_args", args))
     groups = []
     for key in sorted(args, key=lambda k: (k not in LEADING_ARGS, str(k).replace("-", "_"))):
         value = args[key]
@@ -255,7 +286,7 @@ def check_args(args, gpu_count=None, gpu_source="declared", environment=None):
     messages (empty when fine); each says what is wrong and how to fix it.
     """
     if not isinstance(args, dict):
-        return [f"sglang_args must be a mapping, got {type(args).__name__}"]
+        return [not_a_mapping("sglang_args", args)]
     problems = []
     norm = {str(k).replace("-", "_"): v for k, v in args.items()}
     model = norm.get("model_path")
