@@ -12,6 +12,7 @@ Standard library only; see lab/hub/README.md.
 """
 
 import argparse
+import errno
 import fcntl
 import hashlib
 import json
@@ -180,6 +181,79 @@ def free_port():
         return s.getsockname()[1]
 
 
+def port_free(port):
+    """True when 127.0.0.1:`port` can be bound as front.py binds it (SO_REUSEADDR: a TIME_WAIT left by a
+    stopped hub does not count, a listener does)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            return False
+    return True
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def listeners(port, proc="/proc"):
+    """{pid: argv} of the processes listening on TCP `port` that this user may look into (/proc/<pid>/fd)."""
+    sockets = set()
+    for table in ("tcp", "tcp6"):
+        for line in _read(os.path.join(proc, "net", table)).decode().splitlines()[1:]:
+            cells = line.split()  # local address is hex ip:port; state 0A is LISTEN; cell 9 the inode
+            if len(cells) > 9 and cells[3] == "0A" and int(cells[1].rsplit(":", 1)[1], 16) == port:
+                sockets.add(f"socket:[{cells[9]}]")
+    found = {}
+    for pid in filter(str.isdigit, os.listdir(proc)):
+        fd_dir = os.path.join(proc, pid, "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:  # another user's process, or gone
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(os.path.join(fd_dir, fd)) in sockets:
+                    found[int(pid)] = _read(os.path.join(proc, pid, "cmdline")).decode(errors="replace").split("\0")[:-1]
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def port_taken(port):
+    """Why this checkout's hub cannot listen on 127.0.0.1:`port` (whose it is and how to free it), or None."""
+    if not port or port_free(port):
+        return None
+    beside = ("or start this checkout's hub beside it on a port of its own: `make lab-hub LAB_HUB_PORT=<port>`, "
+              "and give the playbooks `-e sglang_model_endpoint=http://127.0.0.1:<port>`")
+    held = listeners(port)
+    for pid, argv in sorted(held.items()):
+        if len(argv) > 1 and argv[1].endswith("/lab/hub/front.py") and "--port-file" in argv:
+            checkout = os.path.dirname(os.path.dirname(os.path.dirname(argv[1])))
+            d = os.path.dirname(argv[argv.index("--port-file") + 1])
+            whose = "this checkout" if checkout == ROOT else f"another checkout, {checkout}"
+            state = read_state(d) or {}
+            how = (f"`{argv[0]} {checkout}/lab/hub/hub.py down --dir {d}`" if state.get("pids", {}).get("front") == pid
+                   else f"`kill {pid}` (its {d}/hub.json does not name it)")
+            return (f"127.0.0.1:{port} is held by the lab hub of {whose} (pid {pid}, state in {d}), so this "
+                    f"checkout's hub cannot listen there.\nEither stop that hub: {how}, {beside}.")
+    if held:
+        who = ", ".join(f"pid {pid} ({' '.join(argv)[:120]})" for pid, argv in sorted(held.items()))
+        return (f"127.0.0.1:{port} is in use by {who}, not a lab hub, so this checkout's hub cannot listen "
+                f"there.\nEither stop that process, {beside}.")
+    return (f"127.0.0.1:{port} is in use by a process this user cannot see (another user's: `sudo ss -ltnp "
+            f"'sport = :{port}'` names it), so this checkout's hub cannot listen there.\nEither stop that process, "
+            f"{beside}.")
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -233,6 +307,9 @@ def up(d, port, bulk_mb):
         return state
     if state:
         stop(list(state["pids"].values()))
+    taken = port_taken(port)  # before building anything; front.py's own failure is read again below
+    if taken:
+        sys.exit(taken)
     os.makedirs(os.path.join(d, "logs"), exist_ok=True)
     ensure_venv()
     mirrors = os.path.join(d, "mirrors")
@@ -253,7 +330,7 @@ def up(d, port, bulk_mb):
     deadline = time.monotonic() + 10
     while not os.path.exists(port_file):
         if front.poll() is not None or time.monotonic() > deadline:
-            sys.exit(f"front.py did not start; see {d}/logs/front.log")
+            sys.exit(port_taken(port) or f"front.py did not start; see {d}/logs/front.log")  # taken meanwhile?
         time.sleep(0.05)
     endpoint = f"http://127.0.0.1:{int(open(port_file).read())}"
 

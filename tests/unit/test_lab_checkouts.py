@@ -1,11 +1,15 @@
 """lab/lab.py with a second checkout of the project: `up` says at once that the running containers
 belong to the other checkout's fleet (they authorize its lab key), and what to do, instead of
-waiting for an SSH answer that cannot come. lab.py's logic only: podman's answers are canned."""
+waiting for an SSH answer that cannot come. lab.py's logic only: podman's answers are canned.
+
+And the lab hub (lab/hub/hub.py): `up` on a port another checkout's hub (or another program) holds
+says whose it is and how to free it, not "front.py did not start". Real listeners on 127.0.0.1."""
 
 import importlib.util
 import json
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
@@ -134,3 +138,106 @@ def test_up_recreates_containers_no_one_else_can_use(lab, tmp_path, monkeypatch,
         lab.main(["up", "--inventory", INVENTORY])
     assert removed == ["sglang-lab-ct129"]
     assert capsys.readouterr().out == f"lab: removed sglang-lab-ct129 ({why.format(tmp=tmp_path)}); creating it again\n"
+
+
+# -- the lab hub's port --------------------------------------------------------------------------------
+
+# A listener on 127.0.0.1 (the port after --port, else any free one) that prints its port and waits.
+HOLDER = """import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0))
+s.listen()
+print(s.getsockname()[1], flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def hub():
+    spec = importlib.util.spec_from_file_location("lab_hub", REPO / "lab" / "hub" / "hub.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def listen():
+    """listen(script path, *args) -> (process, port): HOLDER run as that file, stopped at the end."""
+    procs = []
+
+    def start(path, *args):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(HOLDER)
+        proc = subprocess.Popen([sys.executable, str(path), *args], stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        return proc, int(proc.stdout.readline())
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+BESIDE = ("or start this checkout's hub beside it on a port of its own: `make lab-hub LAB_HUB_PORT=<port>`, and "
+          "give the playbooks `-e sglang_model_endpoint=http://127.0.0.1:<port>`.")
+
+
+def test_a_port_held_by_another_checkout_s_hub_names_it_and_how_to_stop_it(hub, listen, tmp_path):
+    other, state = tmp_path / "other", tmp_path / "other" / ".lab" / "hub"
+    front, port = listen(other / "lab" / "hub" / "front.py", "--port", "0", "--port-file", f"{state}/front.port")
+    state.mkdir(parents=True)
+    (state / "hub.json").write_text(json.dumps({"pids": {"olah": 1, "front": front.pid}}))
+    held = (f"127.0.0.1:{port} is held by the lab hub of another checkout, {other} (pid {front.pid}, state in "
+            f"{state}), so this checkout's hub cannot listen there.\nEither stop that hub: ")
+    assert hub.port_taken(port) == (
+        held + f"`{sys.executable} {other}/lab/hub/hub.py down --dir {state}`, " + BESIDE)
+    # a hub its state no longer names (hub.json rewritten, or deleted): `down` there would not stop it
+    (state / "hub.json").write_text(json.dumps({"pids": {"olah": 1, "front": 1}}))
+    assert hub.port_taken(port) == held + f"`kill {front.pid}` (its {state}/hub.json does not name it), " + BESIDE
+
+
+def test_a_port_held_by_another_program_names_its_pid_or_how_to_find_it(hub, listen, tmp_path, monkeypatch):
+    proc, port = listen(tmp_path / "holder.py")
+    assert hub.port_taken(port) == (
+        f"127.0.0.1:{port} is in use by pid {proc.pid} ({sys.executable} {tmp_path}/holder.py), not a lab hub, so "
+        "this checkout's hub cannot listen there.\nEither stop that process, " + BESIDE)
+    monkeypatch.setattr(hub, "listeners", lambda port: {})  # another user's: /proc/<pid>/fd is closed to us
+    assert hub.port_taken(port) == (
+        f"127.0.0.1:{port} is in use by a process this user cannot see (another user's: `sudo ss -ltnp "
+        f"'sport = :{port}'` names it), so this checkout's hub cannot listen there.\nEither stop that process, "
+        + BESIDE)
+    proc.kill()
+    proc.wait()
+    assert hub.port_taken(port) is None
+
+
+def test_hub_up_refuses_a_held_port_before_building_anything(hub, listen, tmp_path, monkeypatch):
+    proc, port = listen(tmp_path / "holder.py")
+
+    def must_not_run(*args):
+        raise AssertionError("up went on past the port check")
+
+    for name in ("ensure_venv", "build_repos", "start"):
+        monkeypatch.setattr(hub, name, must_not_run)
+    with pytest.raises(SystemExit) as refused:
+        hub.up(str(tmp_path / "hub"), port, 8)
+    assert refused.value.code.startswith(f"127.0.0.1:{port} is in use by pid {proc.pid} (")
+    assert not (tmp_path / "hub").exists() and proc.poll() is None
+
+
+def test_hub_up_names_a_holder_that_took_the_port_while_it_built(hub, listen, tmp_path, monkeypatch):
+    """The check before building cannot hold the port for front.py: its failure is read the same way."""
+    port = hub.free_port()
+    taken = []
+
+    def build_repos(mirrors, bulk_mb):  # meanwhile, another program takes the port
+        taken.append(listen(tmp_path / "holder.py", "--port", str(port))[0])
+        return {}
+
+    monkeypatch.setattr(hub, "ensure_venv", lambda: None)
+    monkeypatch.setattr(hub, "build_repos", build_repos)
+    with pytest.raises(SystemExit) as refused:
+        hub.up(str(tmp_path / "hub"), port, 8)  # the real front.py, which cannot bind
+    (proc,) = taken
+    assert refused.value.code.startswith(f"127.0.0.1:{port} is in use by pid {proc.pid} (")
+    assert "Address already in use" in (tmp_path / "hub" / "logs" / "front.log").read_text()
