@@ -26,7 +26,9 @@ CODE_FOLDERS = ("roles", "plugins", "filter_plugins", "playbooks")
 INPUT = re.compile(r"^(sglang|ml_env)_")
 # Caches, and documentation (a README edit must not give every host the whole deploy).
 NOT_CODE = (".pyc", ".pyo", ".md")
-NOT_AN_INPUT = re.compile(r"^sglang_rollout_|_report_dir$|^sglang_preflight_passed$|^sglang_host$")
+# sglang_release_verify_in_sync says what deploy does with a host in sync: it cannot take it out of sync.
+NOT_AN_INPUT = re.compile(r"^sglang_rollout_|_report_dir$|^sglang_preflight_passed$|^sglang_host$"
+                          r"|^sglang_release_verify_in_sync$")
 
 
 def role_outputs(root=PROJECT):

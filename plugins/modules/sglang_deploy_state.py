@@ -36,6 +36,7 @@ options:
     type: dict
     default: {}
   server_url: {description: "With O(desired): the server whose resolved settings drift compares too (\"\" to skip).", type: str, default: ""}
+  verify_always: {description: "O(state=check): RV(verify_reason) is set for every host in sync, not only an unproven one.", type: bool, default: false}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -54,12 +55,18 @@ in_sync: {description: The host is what its last complete deploy left., type: bo
 reasons: {description: Why it is not (empty when in sync)., type: list, returned: state=check}
 fingerprint: {description: The fingerprint compared or saved., type: str, returned: always}
 machine_id: {description: "What identifies the machine (deploy.yml's same-machine check).", type: str, returned: state=check}
+verify_reason: {description: "Why a host in sync is verified all the same (its current release is not good, it has no last known good, or O(verify_always)); empty: deploy leaves it alone.", type: str, returned: state=check}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.check import machine_id
-from ansible_collections.sglang.fleet.plugins.module_utils.release.deploy_state import check, save, snapshot
+from ansible_collections.sglang.fleet.plugins.module_utils.release.deploy_state import (
+    check,
+    save,
+    snapshot,
+    verify_reason,
+)
 
 
 def main():
@@ -78,6 +85,7 @@ def main():
             "timeout": {"type": "int", "default": 30},
             "desired": {"type": "dict", "default": {}},
             "server_url": {"type": "str", "default": ""},
+            "verify_always": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -86,7 +94,8 @@ def main():
         reasons = check(p["state_dir"], p["fingerprint"], p["service"], p["files"], p["health_url"],
                         p["api_key"], p["timeout"], p["desired"], p["server_url"], module.run_command)
         module.exit_json(changed=False, in_sync=not reasons, reasons=reasons, fingerprint=p["fingerprint"],
-                         machine_id=machine_id())
+                         machine_id=machine_id(),
+                         verify_reason="" if reasons else verify_reason(p["state_dir"], p["verify_always"]))
     if not p["paths"]:
         module.fail_json(msg="sglang_deploy_state: state=save needs paths (what the deploy manages)")
     record = snapshot(p["fingerprint"], p["paths"], p["user"], p["group"])

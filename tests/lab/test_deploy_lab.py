@@ -1,7 +1,8 @@
 """deploy.yml end to end on a lab host of its own (ct129 mirror, 10.89.83.0/24, sglang-deploy-*).
 
 A first deploy serves; a second changes nothing; --check --diff shows nothing; a host in sync with
-its last complete deploy is only verified, one changed by hand gets the whole deploy; an open bind
+its last complete deploy is left alone (verified only while its release is not proven good), one
+changed by hand gets the whole deploy; an open bind
 passes the checks when intended or authenticated; a version can be switched and switched back
 without reinstalling. Bad inputs (refused before anything changes) are
 tests/lab/test_bad_inputs_lab.py's subject.
@@ -56,14 +57,42 @@ IN_SYNC = "ct129: in sync with its last complete deploy"
 UNIT = "/etc/systemd/system/sglang.service"
 
 
-def test_a_host_in_sync_only_verifies_and_a_host_changed_by_hand_gets_the_whole_deploy(fleet):
-    """The in-sync shortcut skips the checks, install and restart only while nothing differs."""
+def current_release(fleet):
+    return fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip()
+
+
+def release_status(fleet, rid):
+    return json.loads(fleet.ssh(HOST, f"cat /var/lib/sglang-fleet/releases/{rid}/release.json"))["status"]
+
+
+def test_a_host_in_sync_is_left_alone_and_a_host_changed_by_hand_gets_the_whole_deploy(fleet):
+    """The in-sync shortcut skips the checks, install and restart only while nothing differs, and sends
+    no benchmark traffic (a change of default: the in-sync verify was every time) unless the host's
+    release is not proven good yet, or sglang_release_verify_in_sync asks for it."""
     before = host_state(fleet)
-    rc, out = fleet.play("deploy.yml")  # verify runs on a host in sync
+    rid = current_release(fleet)
+    assert release_status(fleet, rid) == "good"   # the fixture's deploy verified it
+    rc, out = fleet.play("deploy.yml")
     assert rc == 0, out
-    assert IN_SYNC in out, out
-    assert "Render the systemd unit" not in out and "Benchmark" in out, out
-    assert recap(out, HOST)["changed"] == 0 and host_state(fleet) == before
+    assert f"{IN_SYNC}: nothing to do" in unflow(out), out
+    assert "Render the systemd unit" not in out and "Benchmark" not in out, out
+    counts = recap(out, HOST)
+    assert counts["changed"] == 0 and host_state(fleet) == before
+    # the no-op's cost: a handful of tasks (#41's target: at most 10 per host in sync)
+    assert counts["ok"] + counts["skipped"] <= 10, counts
+
+    rc, out = fleet.play("deploy.yml", "-e", "sglang_release_verify_in_sync=true")
+    assert rc == 0 and f"{IN_SYNC}: nothing to install or restart; verify runs (sglang_release_verify_in_sync is true)" \
+        in unflow(out), out
+    assert "Benchmark" in out and host_state(fleet) == before, out
+
+    # A release not proven good (here its record set back by hand): verified, and good again.
+    fleet.ssh(HOST, f"sed -i 's/\"status\": \"good\"/\"status\": \"unverified\"/' /var/lib/sglang-fleet/releases/{rid}/release.json")
+    assert release_status(fleet, rid) == "unverified"
+    rc, out = fleet.play("deploy.yml")
+    assert rc == 0 and f"{IN_SYNC}: nothing to install or restart; verify runs (its release {rid} is unverified)" \
+        in unflow(out), out
+    assert "Benchmark" in out and release_status(fleet, rid) == "good" and host_state(fleet) == before, out
 
     # A hand edit of the unit: the whole deploy, which puts the inventory's unit back and restarts.
     fleet.ssh(HOST, f"echo '# hand edit' >> {UNIT}")

@@ -93,6 +93,25 @@ def test_the_first_deploy_fetches_locks_stages_and_serves_the_revision(fleet, hu
         {p: f["sha256"] for p, f in hub["files"][REPO_ID][rev1].items() if p.endswith((".json", ".safetensors"))}
 
 
+def test_a_staged_file_drift_reports_gets_the_whole_deploy_which_sends_it_again(fleet, hub):
+    """README: "a host that drift.yml reports as drifted is never skipped". A weight file one byte short:
+    drift.yml reports it, and a plain deploy.yml takes the host out of sync for it (not "nothing to
+    do"), stages the file again and is in sync after."""
+    rev1 = revisions(hub)[0]
+    shard = "model-00002-of-00004.safetensors"
+    size = hub["files"][REPO_ID][rev1][shard]["size"]
+    fleet.ssh(HOST, f"truncate -s -1 {ROOT}/{rev1}/{shard}")
+    rc, out = fleet.play("drift.yml")
+    finding = f"model file {shard}: desired {size} bytes, actual {size - 1} bytes"
+    assert rc != 0 and f"h200x1s: {finding}" in unflow(out), out[-20000:]
+    rc, out = fleet.play("deploy.yml")
+    assert rc == 0 and f"h200x1s: the whole deploy: drift: {finding}" in unflow(out), out[-20000:]
+    assert staged(out)[0] == 1
+    assert fleet.ssh(HOST, f"stat -c %s {ROOT}/{rev1}/{shard}").strip() == str(size)
+    rc, out = fleet.play("deploy.yml")
+    assert rc == 0 and "h200x1s: in sync with its last complete deploy: nothing to do" in unflow(out), out[-20000:]
+
+
 def test_a_host_that_holds_the_revision_is_sent_0_bytes(fleet):
     pid = fleet.ssh(HOST, "systemctl show sglang -p MainPID")
     rc, out = fleet.play("deploy.yml", "-e", "sglang_release_skip_unchanged=false")

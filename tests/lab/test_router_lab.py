@@ -122,12 +122,12 @@ def test_a_server_deployed_before_its_router_goes_on_and_joins_it_when_it_comes_
     assert recap(out, "rep1")["failed"] == 0 and recap(out, "rep1")["changed"] > 0
     # site.yml on the half-deployed fleet: the router comes up with rep1 in it, rep2 gets its first
     # deploy (the router takes it in from its --worker-urls once it generates, or the undrain puts it
-    # there), rep1 is in sync and stays routed.
+    # there), rep1 is in sync, its release verified good by its first deploy: left alone, and routed.
     rc, out = fleet.site
     flat = unflow(out)
     assert recap(out, "router")["failed"] == 0 and recap(out, "rep2")["changed"] > 0
-    assert "rep1: in sync with its last complete deploy" in flat, out
-    assert f"rep1: still in router router ({EXPECTED_WORKERS[0]})" in flat, out
+    assert "rep1: in sync with its last complete deploy: nothing to do" in flat, out
+    assert EXPECTED_WORKERS[0] in workers(), out
     assert re.search(rf"rep2: (still|back) in router router \({EXPECTED_WORKERS[1]}\)", flat), out
 
 

@@ -1,6 +1,7 @@
 """A host in sync with its last complete deploy (plugins/module_utils/release/deploy_state.py, plugins/action/
 sglang_deploy_state.py): what is saved, what counts as a difference, and what the fingerprint holds."""
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -11,12 +12,14 @@ import time
 import pytest
 from ansible_run import REPO, run_module
 
+from ansible_collections.sglang.fleet.plugins.module_utils.release import records
 from ansible_collections.sglang.fleet.plugins.module_utils.release.deploy_state import (
     check,
     file_differences,
     load,
     save,
     snapshot,
+    verify_reason,
 )
 
 spec = importlib.util.spec_from_file_location("deploy_state_action", REPO / "plugins" / "action" / "sglang_deploy_state.py")
@@ -213,3 +216,73 @@ def test_deploy_is_in_sync_exactly_when_drift_is(deployed):
         if not in_sync:
             assert reasons[0].startswith("drift: tp_size: desired 2, actual 3 -> fix: ")
             assert check(str(tmp_path / "state"), "f1", "sglang", [unit], "", run=run) == []  # the record alone misses it
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("damage", "finding"), [
+    (lambda f: os.truncate(f, os.path.getsize(f) - 1), "size"),
+    (lambda f: os.utime(f, (time.time(), time.time() + 5)), "modified"),
+])
+def test_a_staged_model_file_drift_finds_takes_the_host_out_of_sync(deployed, damage, finding):
+    """README: "a host that drift.yml reports as drifted is never skipped". The staged model's files are
+    part of drift's comparison (roles/sglang_drift's sglang_drift_model), so deploy's in-sync check
+    reports a truncated or rewritten weight file, as drift does, and the host gets the whole deploy
+    (whose staging sends the file again) instead of "nothing to do"."""
+    from ansible_collections.sglang.fleet.plugins.module_utils.model.files import mark  # noqa: PLC0415
+
+    tmp_path, desired, argv, pid = deployed
+    folder = tmp_path / "models" / "qwen"
+    folder.mkdir(parents=True)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"w" * 4096)
+    lock = {"format": 1, "repo": "Qwen/Qwen3.6-27B", "source": None, "revision": "qwen",
+            "files": [{"path": "model.safetensors", "size": 4096,
+                       "sha256": hashlib.sha256(b"w" * 4096).hexdigest()}]}
+    mark(str(folder), lock, "sizes", "20261206T000000Z")
+    desired = {**desired, "model": {"path": str(folder), "mode": "sizes"}}
+    run = running(tmp_path, pid, argv)
+
+    def reasons():
+        return check(str(tmp_path / "state"), "f1", "sglang", [desired["unit_file"]], "", desired=desired, run=run,
+                     proc=str(tmp_path / "proc"))
+
+    assert reasons() == []
+    damage(str(weights))
+    found = reasons()
+    assert len(found) == 1 and found[0].startswith("drift: model file model.safetensors: "), found
+    assert ("4096 bytes, actual 4095 bytes" in found[0]) if finding == "size" else ("modified since" in found[0])
+
+
+def test_a_host_in_sync_is_verified_only_while_its_release_is_not_proven_good(tmp_path):
+    """Verify is what promotes a release to the last known good (records.record), so deploy verifies a host
+    in sync whose current release is not good, or that has no last known good; otherwise only when asked."""
+    state = str(tmp_path / "state")
+    assert verify_reason(state) == "it has no last known good release yet"
+    unit, env = tmp_path / "sglang.service", tmp_path / "sglang.env"
+    unit.write_text("[Service]\nExecStart=/bin/true\n")
+    env.write_text("")
+    meta = {"version": "0.5.11", "args": {"tp_size": 2}}
+    rid = records.record(state, str(unit), str(env), meta, "unverified", "20261206T000000Z")[1]["id"]
+    assert verify_reason(state) == "it has no last known good release yet"
+    records.record(state, str(unit), str(env), meta, "good", "20261206T000100Z")
+    assert verify_reason(state) == ""
+    assert verify_reason(state, always=True) == "sglang_release_verify_in_sync is true"
+    unit.write_text("[Service]\nExecStart=/bin/false\n")   # a new release, current but not verified
+    other = records.record(state, str(unit), str(env), meta, "unverified", "20261206T000200Z")[1]["id"]
+    assert other != rid and verify_reason(state) == f"its release {other} is unverified"
+
+
+def test_deploys_in_sync_check_gives_drift_everything_drift_compares():
+    """deploy's in-sync check passes drift's comparison the same desired state drift.yml passes it
+    (roles/sglang_drift/tasks/check.yml), so nothing drift compares can be missing from "in sync" (the
+    staged model's files were, until #41). What is not the desired state: the server's address and key
+    (server_url, api_key: passed beside it), the probe's timeout and drift's report."""
+    import yaml  # noqa: PLC0415
+
+    in_sync = yaml.safe_load((REPO / "roles" / "sglang_release" / "tasks" / "in_sync.yml").read_text())
+    drift = yaml.safe_load((REPO / "roles" / "sglang_drift" / "tasks" / "check.yml").read_text())
+    deploy_args = next(t for t in in_sync if "sglang.fleet.sglang_deploy_state" in t)["sglang.fleet.sglang_deploy_state"]
+    drift_args = next(t for t in drift if "sglang.fleet.sglang_drift" in t)["sglang.fleet.sglang_drift"]
+    beside = {"server_url", "api_key", "timeout", "report_dir", "report_stamp", "report_check_mode"}
+    assert set(drift_args) - beside == set(deploy_args["desired"])
+    assert {"server_url", "api_key"} <= set(deploy_args)

@@ -150,8 +150,8 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
         elif problem.get("problem") == "size":
             desired_, actual = f"{desired_} bytes", f"{actual} bytes"
         items.append(_item(f"model file {problem['path'] or model.get('path')}", desired_, actual,
-                           f"{deploy} -e sglang_release_skip_unchanged=false -e sglang_model_verify=deep "
-                           "(checks every file and sends the wrong ones again)"))
+                           f"{deploy} (its staging sends the file again; -e sglang_model_verify=deep checks "
+                           "every file by sha256)"))
 
     # (a) the service
     svc = observed.get("service") or {}

@@ -6,9 +6,10 @@ deployed (the inventory's variables and the project's code, computed on the cont
 snapshot of what it left (the unit, the EnvironmentFile, the launcher, the venv's lock marker, the
 ml-env link, folders, the service account). The next deploy compares first: same fingerprint,
 the same files, the service enabled, running since its files changed and answering
-/health_generate, and the host is in sync: deploy.yml skips its checks, install and restart and
-only verifies it. Anything else (a file edited by hand, a stopped service, a changed variable)
-and the host gets the whole deploy.
+/health_generate, and drift.yml finding nothing (the staged model's files included), and the host
+is in sync: deploy.yml skips its checks, install and restart, and verifies it only where its
+release is not proven yet (`verify_reason`). Anything else (a file edited by hand, a stopped
+service, a changed variable) and the host gets the whole deploy.
 """
 
 import grp
@@ -25,7 +26,11 @@ from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift impo
     item_line,
     observe,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.release.records import _write_atomic, restart_pending
+from ansible_collections.sglang.fleet.plugins.module_utils.release.records import (
+    _write_atomic,
+    read_state,
+    restart_pending,
+)
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
     http_status,
     run_command,
@@ -181,3 +186,21 @@ def check(state_dir, fingerprint, service, files, health_url, api_key="", timeou
     if not found and desired:
         found += drift_problems(desired, server_url, api_key, timeout, run, proc)
     return found
+
+
+def verify_reason(state_dir, always=False):
+    """Why deploy.yml verifies a host in sync ("" when it leaves it alone): asked to, or its release is
+    not proven yet. Verify is the only path that promotes an unverified release to the last known good
+    (records.record), so a host whose current release is not good, or that has none good, is verified."""
+    if always:
+        return "sglang_release_verify_in_sync is true"
+    state = read_state(state_dir)
+    last_good = (state["last_good"] or {}).get("id")
+    if not last_good:
+        return "it has no last known good release yet"
+    current = next((r for r in state["releases"] if r.get("id") == state["current"]), None)
+    if current is None:
+        return "its current release has no record"
+    if current.get("status") != "good":
+        return f"its release {current.get('id')} is {current.get('status') or 'unverified'}"
+    return ""
