@@ -55,7 +55,12 @@ in_sync: {description: The host is what its last complete deploy left., type: bo
 reasons: {description: Why it is not (empty when in sync)., type: list, returned: state=check}
 fingerprint: {description: The fingerprint compared or saved., type: str, returned: always}
 machine_id: {description: "What identifies the machine (deploy.yml's same-machine check).", type: str, returned: state=check}
-verify_reason: {description: "Why a host in sync is verified all the same (its current release is not good, it has no last known good, or O(verify_always)); empty: deploy leaves it alone.", type: str, returned: state=check}
+verify_reason:
+  description: >-
+    Why a host in sync is verified all the same (its current release is not good, it has no last
+    known good, or O(verify_always)); empty: deploy leaves it alone.
+  type: str
+  returned: state=check
 """
 
 from ansible.module_utils.basic import AnsibleModule
