@@ -232,9 +232,12 @@ def test_a_real_loss_is_caught_by_the_last_good_gate_and_rolled_back(real):
                                json.dumps({"sglang_args": {**ARGS, "max_running_requests": 1}}), timeout=1800)
     flat = unflow(out)
     assert rc != 0, out
+    # single-stream decode may fail too: under a sustained load from the other lab modules the whole
+    # host is slower than its references (bench/README.md, "Gates on the real engine": load lasting minutes)
     assert re.search(r"last known good: against release 0\.5\.23-[0-9a-f]{12} \(sglang 0\.5\.23, fingerprint "
-                     r"[0-9a-f]{16}, verified \d{8}T\d{6}Z, \d+ passing runs\): output at concurrency 4 [\d.]+ tok/s "
-                     r"against the last known good [\d.]+ tok/s: -[\d.]+ % \[", flat), out
+                     r"[0-9a-f]{16}, verified \d{8}T\d{6}Z, \d+ passing runs\): (?:single-stream decode .*?: fail; )?"
+                     r"output at concurrency 4 [\d.]+ tok/s against the last known good [\d.]+ tok/s: -[\d.]+ % \[",
+                     flat), out
     assert "what changed: max_running_requests unset -> 1" in flat, out
     assert re.search(r"rolled back to 0\.5\.23-[0-9a-f]{12} \(sglang 0\.5\.23, fingerprint [0-9a-f]{16}\)", flat), out
     assert api(real, "/server_info")["max_running_requests"] != 1
