@@ -152,6 +152,12 @@ CASES = [
      ("driver: NVIDIA driver 535.183.01 is older than CUDA 13.0 needs (>= 580.65.06", "sglang_compat_ignore: [driver]")),
     ("compat-weights-over-gpu", "ct129", args(tp_size=1, mem_fraction_static=0.5),
      ("memory_fit: weights 25.1 GiB / TP 1 = 25.1 GiB per GPU", "the weights do not fit")),
+    # sglang_args written as a command line: refused in every playbook's first play (the host model)
+    ("args-list", "ct129", {"sglang_args": ["--model-path", "/models/Qwen3.6-27B", "--tp-size", "2"]},
+     "args-list: sglang_args is a list, not a mapping: write each SGLang flag as a key (its argparse dest: "
+     "tp_size for --tp-size) with its value"),
+    ("args-string", "ct129", {"sglang_args": "--model-path /models/Qwen3.6-27B --tp-size 2"},
+     "args-string: sglang_args is a string, not a mapping: write each SGLang flag as a key"),
 ]
 
 
