@@ -207,7 +207,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("samples")
     p.add_argument("--old-collection", required=True)
-    p.add_argument("--phases", nargs="+", default=["idle", "load"])
+    p.add_argument("--phases", nargs="+", default=["idle", "unit-tests", "mixed"])
     p.add_argument("--trials", type=int, default=300)
     p.add_argument("--earlier", type=int, default=10)
     p.add_argument("--seed", type=int, default=40)
