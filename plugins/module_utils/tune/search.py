@@ -1,0 +1,743 @@
+"""Measured tuning: which flags make this host fastest, decided between measurements (stdlib only, Python 3.8+).
+
+tune.yml restarts the host with a candidate's flags, measures it and asks this module what to do next.
+The state between the calls is plain JSON (dicts, lists, numbers, strings, None), so a playbook keeps
+it in a fact or a file, and bench/tune_offline.py drives the same code offline::
+
+    state = plan(space, incumbent, budget_s, {"restart_s": 180, "measure_s": 60})
+    while next_step(state)["action"] != "done":
+        step = next_step(state)   # restart with step["candidate"] when step["restart"], measure
+        state = record(state, step["candidate"], figures)   # step["measurements"] figures, or why it failed
+
+The search is coordinate descent: one flag at a time, in the space's order, from the incumbent (the
+flags the host runs). An ordered flag is walked outward from the best value so far, up and down in
+turn, and a direction stops at a value clearly worse than the best (one peak per flag is assumed, as
+speculative steps and batch sizes have). A categorical flag tries each value. Every candidate gets one
+measurement; a value is dropped as soon as it is clearly worse than the flag's leader (the highest
+figure): the verify gates' comparison (noise.compare_runs, one-sided at ``alpha``, a gap of at least
+``min_effect``) says so. Measuring again is kept for what decides the flag: the value it would take now
+against the leader, up to ``max_measurements`` each. The flag takes the first value, in the space's order,
+whose figure is within ``tie`` (1 %) of the leader's: ties go to the smaller value, as vLLM's
+tune_speculative_k gives ties within 1 % to the smaller K (a smaller value also leaves memory to the other
+flags). When a pass over the flags moved anything, a second pass starts from the new best (flags
+interact). Ties with the incumbent go to the incumbent: the result must beat it beyond the noise.
+
+A candidate that does not start (a crash, out of memory, a failed health wait) is recorded with the
+reason the caller gives and never started again. In a ``memory_up`` flag (larger values take more
+memory) every configuration that takes at least as much memory in each such flag, the other flags
+equal, is skipped: it would fail the same way.
+
+The best found is a win only when it beats the incumbent on the search's measurements **and** on a
+confirmation: a fresh restart of it, measured again and judged alone against the incumbent. The search's
+figure of the best is the largest of many noisy figures (the winner's curse); the confirmation is not
+selected, so its one-sided test holds its ``alpha``. The run-to-run noise is the caller's prior (the
+host's verify history, or the verify gates' stated prior) moderated with what the search's own repeated
+measurements show (noise.run_noise, noise.moderate).
+
+Every measurement costs ``measure_s``, a restart ``restart_s`` (the caller's cost model); the plan says
+up front which candidates fit the budget, and the search never starts a measurement that would leave
+too little for the confirmation.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise
+
+VERSION = 1
+
+# alpha 0.05: the confirmation is judged alone on measurements the search did not select, so a
+# configuration no faster than the incumbent is declared a win at most 5 % of the times it gets that far,
+# and it must have beaten the incumbent on the search's measurements first. A stricter alpha costs a GPU
+# host a third measurement per confirmation for the same gains. min_effect 0.02: a win restarts the host
+# through a rollout; below 2 % a GPU host's run-to-run noise (1-2 %) needs more measurements than a tune
+# has to tell. tie 0.01: while searching, values within 1 % of the leader go to the smaller one (vLLM's
+# rule); the result still has to beat the incumbent by min_effect, significantly. The noise prior is the
+# verify gates' (run_noise_prior_pct 2, run_noise_prior_dof 4): a CPU host gives its own (cpu1: 20 %).
+DEFAULTS = {
+    "alpha": 0.05,
+    "min_effect": 0.02,
+    "tie": 0.01,
+    "power": 0.95,
+    "incumbent_measurements": 2,
+    "max_measurements": 3,
+    "confirm_measurements": 2,
+    "passes": 2,
+    "noise_sigma": 0.02,
+    "noise_dof": 4,
+}
+FINAL = ("dropped", "infeasible", "skipped")   # a configuration in one of these is never measured again
+VERDICTS = {"new": "not tried", "skipped": "not tried"}   # a row's verdict where it is not the status
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+def normalise_space(space, incumbent):
+    """The space as a list of {flag, values, ordered, memory_up}, checked against the incumbent.
+    ``space``: a list of such dicts, or a dict of flag -> values list (or -> such a dict without the
+    flag), as an inventory writes it. ``ordered`` defaults to True when every value is a number; an
+    ordered flag's values must ascend. Raises ValueError saying what to fix."""
+    if not isinstance(incumbent, dict):
+        raise ValueError("the incumbent must be a dict of the flags the host runs now (flag -> value)")
+    if isinstance(space, dict):
+        space = [dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in space.items()]
+    if not isinstance(space, list):
+        raise ValueError("the tuning space must be a list of {flag, values} or a dict of flag -> list of values")
+    dims, seen = [], set()
+    for dim in space:
+        flag = dim.get("flag") if isinstance(dim, dict) else None
+        if not isinstance(flag, str) or not flag:
+            raise ValueError(f"each flag of the tuning space needs a name (flag): {dim!r}")
+        if flag in seen:
+            raise ValueError(f"{flag} appears twice in the tuning space: give it once with all its values")
+        seen.add(flag)
+        values = dim.get("values")
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{flag}: give a list of values to try")
+        if any(not _scalar(v) for v in values) or len({_key(v) for v in values}) != len(values):
+            raise ValueError(f"{flag}: values must be distinct numbers, strings, booleans or null: {values!r}")
+        numeric = all(_number(v) for v in values)
+        ordered = dim.get("ordered", numeric)
+        memory_up = bool(dim.get("memory_up", False))
+        if ordered and (not numeric or any(b <= a for a, b in zip(values, values[1:]))):
+            raise ValueError(f"{flag}: an ordered flag's values must be numbers in ascending order: {values!r}")
+        if memory_up and not ordered:
+            raise ValueError(f"{flag}: memory_up needs an ordered flag (larger values take more memory)")
+        if flag not in incumbent or _key(incumbent[flag]) not in {_key(v) for v in values}:
+            raise ValueError(f"{flag}: the incumbent's value {incumbent.get(flag)!r} is not among {values!r}: add the "
+                             "value the host runs now (the release's default where the flag is unset)")
+        dims.append({"flag": flag, "values": list(values), "ordered": bool(ordered), "memory_up": memory_up})
+    if not any(len(d["values"]) > 1 for d in dims):
+        raise ValueError("the tuning space is empty: give at least one flag with a value other than the incumbent's "
+                         "(sglang_tune_space)")
+    return dims
+
+
+def measurement_cost(cost_model, measurements, restart=True):
+    """Seconds a series takes: a restart (when the server must start with other flags) and its measurements."""
+    return (cost_model["restart_s"] if restart else 0.0) + measurements * cost_model["measure_s"]
+
+
+def budget_plan(budget_s, cost_model, settings, candidates):
+    """What fits the budget, said up front: the incumbent's series, then ``candidates`` (in the order the
+    search tries them) at one restart and one measurement each, with the confirmation's series kept back.
+    Returns {fits, beyond (lists of the candidates), incumbent_s, candidate_s, confirm_s, budget_s,
+    message}. Raises ValueError when the budget does not hold the incumbent, or not one candidate and
+    the confirmation besides, saying how much it needs."""
+    first = measurement_cost(cost_model, settings["incumbent_measurements"])
+    one = measurement_cost(cost_model, 1)
+    confirm = measurement_cost(cost_model, settings["confirm_measurements"])
+    if budget_s < first:
+        raise ValueError(f"a budget of {_duration(budget_s)} is too short for even the incumbent's measurement "
+                         f"(a restart {_duration(cost_model['restart_s'])} and {settings['incumbent_measurements']} x "
+                         f"{_duration(cost_model['measure_s'])} = {_duration(first)}): give more time "
+                         "(sglang_tune_budget_minutes)")
+    if budget_s < first + one + confirm:
+        raise ValueError(f"a budget of {_duration(budget_s)} holds the incumbent's measurement but no candidate and "
+                         f"its confirmation: give at least {_duration(first + one + confirm)} "
+                         "(sglang_tune_budget_minutes)")
+    count = min(len(candidates), int((budget_s - first - confirm) // one))
+    fits, beyond = list(candidates[:count]), list(candidates[count:])
+    message = (f"{len(fits)} of {len(candidates)} candidates fit in {_duration(budget_s)} at one measurement each "
+               f"(the incumbent {_duration(first)}, each candidate {_duration(one)}, the confirmation "
+               f"{_duration(confirm)} kept back)")
+    if beyond:
+        message += "; not " + ", ".join(f"{c['flag']}={c['value']}" for c in beyond[:8]) + (" ..." if len(beyond) > 8 else "")
+    return {"fits": fits, "beyond": beyond, "incumbent_s": first, "candidate_s": one, "confirm_s": confirm,
+            "budget_s": budget_s, "message": message}
+
+
+# ------------------------------------------------------------------------------------------- the API
+
+def plan(space, incumbent, budget_s, cost_model, settings=None):
+    """The search's first state, and its plan: which candidates fit ``budget_s`` (seconds) at
+    ``cost_model`` ({restart_s, measure_s}). ``settings`` overrides DEFAULTS (alpha, min_effect,
+    incumbent_measurements, max_measurements, confirm_measurements, passes, noise_sigma, noise_dof: the
+    host's run-to-run noise prior). Raises ValueError for an empty or malformed space, an incumbent
+    outside it, a budget too short."""
+    cfg = _settings(settings)
+    cost = _cost_model(cost_model)
+    if not _number(budget_s) or budget_s <= 0:
+        raise ValueError(f"the budget must be a positive number of seconds: {budget_s!r}")
+    dims = normalise_space(space, incumbent)
+    incumbent = dict(incumbent)
+    queue = []
+    for dim in dims:
+        start = _position(dim, incumbent[dim["flag"]])
+        queue += [{"flag": dim["flag"], "value": dim["values"][p]} for p in _try_order(dim, start)]
+    budget = budget_plan(float(budget_s), cost, cfg, queue)
+    key = _key(incumbent)
+    state = {
+        "version": VERSION, "space": dims, "incumbent": incumbent, "incumbent_key": key, "settings": cfg,
+        "cost": cost, "budget_s": float(budget_s), "used_s": 0.0, "measurements": 0, "restarts": 0,
+        "plan": budget, "configs": {key: _config(incumbent, "incumbent", 0)}, "best": key, "running": None,
+        "phase": "incumbent", "cursor": None, "out_of_time": False, "claim": None, "confirm": None,
+        "noise": {"sigma": cfg["noise_sigma"], "dof": cfg["noise_dof"], "basis": "the prior"},
+        "result": None,
+    }
+    state["next"] = {"action": "measure", "candidate": incumbent, "measurements": cfg["incumbent_measurements"],
+                     "restart": True, "why": "the incumbent first: every candidate is compared with it"}
+    state["progress"] = _progress(state)
+    return state
+
+
+def next_step(state):
+    """What the playbook does now: {"action": "measure" | "confirm", "candidate": flags, "measurements":
+    how many, "restart": whether to restart with these flags first, "why", "progress"}, or {"action":
+    "done", "result", "progress"}. Reads the state only."""
+    return dict(copy.deepcopy(state["next"]), progress=copy.deepcopy(state["progress"]))
+
+
+def record(state, candidate, outcome, seconds=None):
+    """The state after the step next_step asked for: ``candidate`` (its flags, as asked) measured with
+    ``outcome`` -- its figure (a number, or a list of one per measurement; higher is better, e.g. output
+    tok/s) -- or the reason it could not be measured (a string: the log line of a crash, an out of
+    memory, a failed health wait), which makes it infeasible. ``seconds``: the time it took (default: the
+    cost model's). Returns a new state; the one passed is left as it was."""
+    state = copy.deepcopy(state)
+    step = state["next"]
+    if step["action"] == "done":
+        raise ValueError("the search is done: there is nothing more to record (next_step gives its result)")
+    key = _key(candidate)
+    if key != _key(step["candidate"]):
+        raise ValueError(f"recorded {_changes_text(state, candidate)} but the search asked for "
+                         f"{_changes_text(state, step['candidate'])}: record the candidate next_step gave")
+    figures, reason = _outcome(outcome)
+    state["used_s"] += float(seconds) if seconds is not None else (
+        measurement_cost(state["cost"], len(figures), step["restart"]) if figures else state["cost"]["restart_s"])
+    state["measurements"] += len(figures)
+    state["restarts"] += 1 if step["restart"] else 0
+    state["running"] = key if figures else None
+    if step["action"] == "confirm":
+        state["confirm"] = {"key": key, "figures": figures, "why": reason}
+        _learn_noise(state)
+        _finish(state)
+    else:
+        config = state["configs"][key]
+        if reason:
+            config.update(status="infeasible", why=reason)
+        else:
+            config["figures"] += figures
+            config["status"] = "alive"
+        _learn_noise(state)
+        if state["phase"] == "incumbent":
+            _start_search(state, reason)
+        else:
+            _advance(state)
+    state["progress"] = _progress(state)
+    return state
+
+
+# ------------------------------------------------------------------------------------------ the search
+
+def _start_search(state, reason):
+    """After the incumbent's series: the first flag, or done when the incumbent could not run."""
+    if reason:
+        _done(state, False, f"the incumbent itself could not be measured ({reason}): there is nothing to compare "
+                            "candidates with; fix the host first")
+        return
+    state["phase"] = "search"
+    state["cursor"] = _cursor(state, 0, 1, False)
+    _advance(state)
+
+
+def _advance(state):
+    """Decide the next step: screen the flag's next value, measure a contender again, or settle the flag
+    and go on; at the end of the search, confirm the best or finish."""
+    while True:
+        cur = state["cursor"]
+        if cur["dimension"] >= len(state["space"]):
+            if cur["changed"] and cur["pass"] < state["settings"]["passes"]:
+                state["cursor"] = _cursor(state, 0, cur["pass"] + 1, False)
+                continue
+            _claim(state)
+            return
+        _drop_clearly_worse(state)
+        key = _frontier(state)
+        why = None
+        if key:
+            why = _screen_why(state, key)
+        else:
+            key = _again(state)
+            if key:
+                why = _again_why(state, key)
+        if key is None:
+            _settle(state)
+            continue
+        restart = state["running"] != key
+        if not _affordable(state, measurement_cost(state["cost"], 1, restart)):
+            _mark(state, key, "not tried", "out of time")
+            _out_of_time(state)
+            continue
+        state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["configs"][key]["flags"]),
+                         "measurements": 1, "restart": restart, "why": why}
+        return
+
+
+def _cursor(state, dimension, pass_no, changed):
+    """Where the search stands: which flag, from which configuration, and the values still to screen
+    (for an ordered flag a direction up and one down, walked nearest first; for a categorical one the
+    other values in the space's order)."""
+    cur = {"pass": pass_no, "dimension": dimension, "changed": changed, "start": state["best"], "directions": []}
+    if dimension >= len(state["space"]):
+        return cur
+    dim = state["space"][dimension]
+    start = _position(dim, state["configs"][state["best"]]["flags"][dim["flag"]])
+    n = len(dim["values"])
+    if dim["ordered"]:
+        cur["directions"] = [{"name": "up", "todo": list(range(start + 1, n)), "last": None, "taken": 0},
+                             {"name": "down", "todo": list(range(start - 1, -1, -1)), "last": None, "taken": 0}]
+    else:
+        cur["directions"] = [{"name": "other", "todo": [p for p in range(n) if p != start], "last": None, "taken": 0}]
+    return cur
+
+
+def _frontier(state):
+    """The next configuration of this flag to screen (one measurement), or None when none is left.
+    Stops a direction past a value that was clearly worse (dropped) or, upward in a memory_up flag,
+    infeasible; skips configurations an infeasible one rules out; reuses what was measured before."""
+    cur = state["cursor"]
+    dim = state["space"][cur["dimension"]]
+    while True:
+        open_ = [d for d in cur["directions"] if d["todo"]]
+        if not open_:
+            return None
+        direction = min(open_, key=lambda d: d["taken"])
+        last = state["configs"].get(direction["last"]) if direction["last"] else None
+        if last and dim["ordered"] and _stops(last, dim, direction["name"]):
+            why = (f"past {_value_text(dim, last)}, which was clearly worse than the best (one peak per flag assumed)"
+                   if last["status"] == "dropped" else f"beyond {_value_text(dim, last)}, which could not run")
+            for p in direction["todo"]:
+                _mark(state, _neighbour(state, dim, p), "skipped" if last["status"] != "dropped" else "not tried", why)
+            direction["todo"] = []
+            continue
+        p = direction["todo"].pop(0)
+        direction["taken"] += 1
+        key = _neighbour(state, dim, p)
+        direction["last"] = key
+        config = state["configs"][key]
+        if config["status"] in FINAL or config["figures"]:
+            continue   # measured before (another flag's or pass's race): its figures stay
+        blocker = _ruled_out(state, config["flags"])
+        if blocker:
+            config.update(status="skipped", why=f"takes at least the memory of {blocker}, which could not run")
+            continue
+        return key
+
+
+def _stops(config, dim, direction):
+    return config["status"] == "dropped" or (config["status"] in ("infeasible", "skipped") and dim["memory_up"]
+                                             and direction == "up")
+
+
+def _ruled_out(state, flags):
+    """The changes of an infeasible configuration that ``flags`` takes at least as much memory as (each
+    memory_up flag at or above its value, every other flag equal), or None."""
+    for other in state["configs"].values():
+        if other["status"] != "infeasible":
+            continue
+        if all(_at_least(dim, flags[dim["flag"]], other["flags"][dim["flag"]]) if dim["memory_up"]
+               else _key(flags[dim["flag"]]) == _key(other["flags"][dim["flag"]]) for dim in state["space"]):
+            return _changes_text(state, other["flags"])
+    return None
+
+
+def _at_least(dim, value, than):
+    return _position(dim, value) >= _position(dim, than)
+
+
+def _slice(state):
+    """This flag's configurations measured and still in the race (the start among them unless dropped),
+    in the space's order."""
+    cur = state["cursor"]
+    dim = state["space"][cur["dimension"]]
+    base = state["configs"][cur["start"]]["flags"]
+    keys = [_key(dict(base, **{dim["flag"]: v})) for v in dim["values"]]
+    return [k for k in keys if k in state["configs"] and state["configs"][k]["status"] == "alive"]
+
+
+def _leader(state, keys):
+    return max(keys, key=lambda k: noise.geomean(state["configs"][k]["figures"]))
+
+
+def _drop_clearly_worse(state):
+    """Drop every contender of this flag that is clearly worse than its leader: its loss against the
+    leader is significant (one-sided at alpha) and at least min_effect (compare_runs' fail)."""
+    keys = _slice(state)
+    if len(keys) < 2:
+        return
+    lead = _leader(state, keys)
+    for k in keys:
+        if k == lead:
+            continue
+        res = _compare(state, state["configs"][k]["figures"], state["configs"][lead]["figures"])
+        if res["verdict"] == "fail":
+            state["configs"][k].update(status="dropped", against=lead,
+                                       why=f"clearly worse than {_changes_text(state, state['configs'][lead]['flags'])}: "
+                                           + _loss_text(res))
+
+
+def _again(state):
+    """The configuration to measure again, or None when the flag is decided. What decides the flag is
+    the value it would take now (_chosen) against the leader: while they differ, the one of the two with
+    fewer measurements (below max_measurements) is measured again. The other contenders could only win
+    by becoming the leader, which their figures so far do not make them."""
+    keys = _slice(state)
+    if len(keys) < 2:
+        return None
+    chosen, lead = _chosen(state, keys), _leader(state, keys)
+    if chosen == lead:
+        return None
+    most = state["settings"]["max_measurements"]
+    open_ = [k for k in (lead, chosen) if len(state["configs"][k]["figures"]) < most]
+    return min(open_, key=lambda k: len(state["configs"][k]["figures"])) if open_ else None
+
+
+def _chosen(state, keys):
+    """The value the flag takes among the contenders ``keys`` (in the space's order): the first whose
+    figure is within ``tie`` of the leader's -- the smaller value of an ordered flag, as vLLM's
+    tune_speculative_k gives ties within 1 % to the smaller K; a smaller value also leaves memory to the
+    other flags. The incumbent keeps its own protection: the result must beat it beyond the noise."""
+    if not keys:
+        return state["cursor"]["start"]
+    figures = {k: noise.geomean(state["configs"][k]["figures"]) for k in keys}
+    top = max(figures.values())
+    return next(k for k in keys if figures[k] * (1 + state["settings"]["tie"]) >= top)
+
+
+def _settle(state):
+    """The flag's value (_chosen), then the next flag."""
+    cur = state["cursor"]
+    chosen = _chosen(state, _slice(state))
+    changed = cur["changed"] or chosen != cur["start"]
+    state["best"] = chosen
+    state["cursor"] = _cursor(state, cur["dimension"] + 1, cur["pass"], changed)
+
+
+def _out_of_time(state):
+    """The next measurement does not fit: settle this flag on what was measured, list what was left."""
+    state["out_of_time"] = True
+    cur = state["cursor"]
+    dim = state["space"][cur["dimension"]]
+    for direction in cur["directions"]:
+        for p in direction["todo"]:
+            _mark(state, _neighbour(state, dim, p), "not tried", "out of time")
+        direction["todo"] = []
+    _settle(state)
+    for d in range(state["cursor"]["dimension"], len(state["space"])):
+        dim = state["space"][d]
+        for p, value in enumerate(dim["values"]):
+            if _key(value) != _key(state["configs"][state["best"]]["flags"][dim["flag"]]):
+                _mark(state, _neighbour(state, dim, p, state["best"]), "not tried", "out of time")
+    state["cursor"] = _cursor(state, len(state["space"]), state["settings"]["passes"], False)
+
+
+def _claim(state):
+    """End of the search: confirm the best on a fresh restart when it beats the incumbent, else done
+    (the incumbent stays: nothing beat it beyond the noise)."""
+    best, inc = state["best"], state["incumbent_key"]
+    if best == inc:
+        _done(state, False, "no candidate beat the incumbent beyond the noise: the incumbent stays")
+        return
+    res = _versus_incumbent(state, state["configs"][best]["figures"])
+    if res["verdict"] != "fail":
+        _done(state, False, f"the best found ({_changes_text(state, state['configs'][best]['flags'])}) is within the "
+                            f"noise of the incumbent ({_gain_text(res)}): the incumbent stays")
+        return
+    state["phase"] = "confirm"
+    state["claim"] = {"key": best, "gain": _gain(res), "interval": _gain_interval(res)}
+    state["next"] = {"action": "confirm", "candidate": copy.deepcopy(state["configs"][best]["flags"]),
+                     "measurements": state["settings"]["confirm_measurements"], "restart": True,
+                     "why": (f"the best found, {_changes_text(state, state['configs'][best]['flags'])} "
+                             f"({_gain_text(res)} on the search's measurements), on a fresh restart: a win only if these "
+                             "measurements alone beat the incumbent")}
+
+
+def _finish(state):
+    """After the confirmation: a win when its measurements alone beat the incumbent."""
+    conf = state["confirm"]
+    flags = state["configs"][conf["key"]]["flags"]
+    if conf["why"]:
+        _done(state, False, f"{_changes_text(state, flags)} did not start again for its confirmation "
+                            f"({conf['why']}): the incumbent stays")
+        return
+    res = _versus_incumbent(state, conf["figures"])
+    conf.update(gain=_gain(res), interval=_gain_interval(res), verdict="win" if res["verdict"] == "fail" else "not confirmed")
+    if res["verdict"] == "fail":
+        _done(state, True, f"{_changes_text(state, flags)}: {_gain_text(res)} against the incumbent, confirmed on a "
+                           "fresh restart", res)
+    else:
+        _done(state, False, f"{_changes_text(state, flags)} did not confirm on a fresh restart ({_gain_text(res)}): "
+                            "the incumbent stays")
+
+
+def _done(state, won, message, res=None):
+    state["phase"] = "done"
+    state["result"] = _result(state, won, message, res)
+    state["next"] = {"action": "done", "result": state["result"]}
+
+
+# -------------------------------------------------------------------------------------- the comparison
+
+def _compare(state, current, reference):
+    """noise.compare_runs of ``current``'s figures against ``reference``'s at the state's noise: a
+    'fail' means current is clearly below reference (one-sided at alpha, a gain of reference over
+    current of at least min_effect)."""
+    cfg, est = state["settings"], state["noise"]
+    loss = 1 - 1 / (1 + cfg["min_effect"])   # compare_runs' min_effect is a loss; ours is a gain
+    return noise.compare_runs(list(current), list(reference), est["sigma"], est["dof"], alpha=cfg["alpha"],
+                              power=cfg["power"], min_effect=loss, basis=est["basis"])
+
+
+def _versus_incumbent(state, figures):
+    """The incumbent's figures judged against ``figures``: a 'fail' is a win for ``figures``."""
+    return _compare(state, state["configs"][state["incumbent_key"]]["figures"], figures)
+
+
+def _learn_noise(state):
+    """The run-to-run noise: the prior moderated by the search's own repeated measurements."""
+    series = [c["figures"] for c in state["configs"].values() if len(c["figures"]) > 1]
+    if state["confirm"] and len(state["confirm"]["figures"]) > 1:
+        series.append(state["confirm"]["figures"])
+    own = noise.run_noise(series, [[True] * len(s) for s in series]) if series else {"sigma": None, "dof": 0}
+    cfg = state["settings"]
+    sigma, dof = noise.moderate(own["sigma"], own["dof"], cfg["noise_sigma"], cfg["noise_dof"])
+    basis = (f"prior {cfg['noise_sigma'] * 100:g} % as {cfg['noise_dof']} dof" +
+             (f", {own['sigma'] * 100:.1f} % over {own['dof']} dof of this search's repeats" if own["sigma"] is not None else ""))
+    state["noise"] = {"sigma": sigma, "dof": dof, "basis": basis}
+
+
+def _gain(res):
+    """compare_runs gives the incumbent's (or a loser's) loss; the gain is its inverse."""
+    return 1 / (1 + res["effect"]) - 1
+
+
+def _gain_interval(res):
+    if not res.get("interval"):
+        return None
+    lo, hi = res["interval"]
+    return [1 / (1 + hi) - 1, 1 / (1 + lo) - 1]
+
+
+def _gain_text(res):
+    iv = _gain_interval(res)
+    return f"{_gain(res) * 100:+.1f} %" + (f" [{iv[0] * 100:+.1f}, {iv[1] * 100:+.1f}]" if iv else "")
+
+
+def _loss_text(res):
+    lo, hi = res["interval"]
+    return f"{res['effect'] * 100:+.1f} % [{lo * 100:+.1f}, {hi * 100:+.1f}]"
+
+
+# ------------------------------------------------------------------------------------- result, progress
+
+def _result(state, won, message, res):
+    """The answer: winner, gain with interval (from the confirmation's measurements), one row per
+    configuration, the time used."""
+    winner_key = state["confirm"]["key"] if won else state["incumbent_key"]
+    winner = state["configs"][winner_key]["flags"]
+    rows = [_row(state, key, won) for key in state["configs"]]
+    return {"won": won, "winner": copy.deepcopy(winner), "changes": _changes(state, winner),
+            "gain": _gain(res) if res else None, "interval": _gain_interval(res) if res else None,
+            "claim": copy.deepcopy(state["claim"]), "confirmation": copy.deepcopy(state["confirm"]),
+            "message": message, "rows": rows, "used_s": state["used_s"], "budget_s": state["budget_s"],
+            "measurements": state["measurements"], "restarts": state["restarts"],
+            "out_of_time": state["out_of_time"], "noise": copy.deepcopy(state["noise"])}
+
+
+def _row(state, key, won):
+    """One configuration's row: figure, gain and interval against the incumbent, verdict and why.
+    Verdicts: incumbent, win, not confirmed, better / tie / worse (against the incumbent), dropped
+    (clearly worse than the best it raced), infeasible, not tried."""
+    config = state["configs"][key]
+    row = {"changes": _changes(state, config["flags"]), "figure": None, "measurements": len(config["figures"]),
+           "gain": None, "interval": None, "verdict": VERDICTS.get(config["status"], config["status"]),
+           "why": config["why"] or ("not reached" if config["status"] == "new" else None)}
+    if config["figures"]:
+        row["figure"] = noise.geomean(config["figures"])
+    conf = state["confirm"]
+    if key == state["incumbent_key"]:
+        row.update(verdict="incumbent", why="what the host runs" + (f"; {config['why']}" if config["why"] else ""))
+    elif config["figures"]:
+        res = _versus_incumbent(state, config["figures"])
+        row.update(gain=_gain(res), interval=_gain_interval(res))
+        if config["status"] == "alive":
+            below = _compare(state, config["figures"], state["configs"][state["incumbent_key"]]["figures"])
+            row.update(verdict="better" if res["verdict"] == "fail" else "worse" if below["verdict"] == "fail" else "tie",
+                       why=_gain_text(res) + " against the incumbent")
+    if conf and conf["key"] == key:
+        row.update(verdict="win" if won else "not confirmed" if not conf["why"] else "infeasible",
+                   why=f"confirmed on a fresh restart: {conf['gain'] * 100:+.1f} %" if won else
+                   conf["why"] or f"the fresh restart measured {conf['gain'] * 100:+.1f} % against the incumbent")
+    return row
+
+
+def _progress(state):
+    """Candidate k of n, time used and left, the best so far: what the playbook prints between steps."""
+    done = sum(1 for k, c in state["configs"].items()
+               if k != state["incumbent_key"] and (c["figures"] or c["status"] == "infeasible"))
+    step = state["next"]
+    current = 0
+    if step["action"] == "measure" and _key(step["candidate"]) != state["incumbent_key"]:
+        current = 0 if state["configs"][_key(step["candidate"])]["figures"] else 1
+    left = state["budget_s"] - state["used_s"]
+    remaining = _remaining_estimate(state) if state["phase"] == "search" else 0
+    fit = max(0, int((left - state["plan"]["confirm_s"]) // state["plan"]["candidate_s"]))
+    best = state["configs"][state["best"]]
+    out = {"phase": state["phase"], "candidate": done + current, "of": done + min(max(remaining, current), fit),
+           "used_s": state["used_s"], "left_s": left,
+           "best": {"changes": _changes(state, best["flags"]),
+                    "figure": noise.geomean(best["figures"]) if best["figures"] else None}}
+    text = (f"candidate {out['candidate']} of ~{out['of']}, {_duration(state['used_s'])} used, {_duration(max(0.0, left))} left"
+            + (f", best so far {_changes_text(state, best['flags'])} at {out['best']['figure']:.1f}" if best["figures"] else ""))
+    out["text"] = text
+    return out
+
+
+def _remaining_estimate(state):
+    """Candidates still to screen: this flag's open directions and the later flags' other values."""
+    cur = state["cursor"]
+    if not cur or cur["dimension"] >= len(state["space"]):
+        return 0
+    n = sum(len(d["todo"]) for d in cur["directions"])
+    return n + sum(len(dim["values"]) - 1 for dim in state["space"][cur["dimension"] + 1:])
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def _settings(settings):
+    cfg = dict(DEFAULTS)
+    unknown = set(settings or {}) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown tuning settings {sorted(unknown)}: known are {sorted(DEFAULTS)}")
+    cfg.update(settings or {})
+    if not 0 < cfg["alpha"] < 0.5 or not 0 <= cfg["min_effect"] < 1 or not 0 <= cfg["tie"] < 1 or not 0 < cfg["power"] < 1:
+        raise ValueError("alpha must be in (0, 0.5), min_effect and tie in [0, 1), power in (0, 1)")
+    for name in ("incumbent_measurements", "confirm_measurements", "max_measurements", "passes", "noise_dof"):
+        if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
+            raise ValueError(f"{name} must be a whole number of at least 1: {cfg[name]!r}")
+    if not _number(cfg["noise_sigma"]) or not 0 < cfg["noise_sigma"] < 1:
+        raise ValueError(f"noise_sigma (the host's run-to-run noise, a fraction) must be in (0, 1): {cfg['noise_sigma']!r}")
+    return cfg
+
+
+def _cost_model(cost_model):
+    if not isinstance(cost_model, dict) or any(
+            not _number(cost_model.get(k)) or cost_model[k] < 0 for k in ("restart_s", "measure_s")) or not cost_model["measure_s"]:
+        raise ValueError(f"the cost model must give restart_s (>= 0) and measure_s (> 0), in seconds: {cost_model!r}")
+    return {"restart_s": float(cost_model["restart_s"]), "measure_s": float(cost_model["measure_s"])}
+
+
+def _outcome(outcome):
+    """(figures, None) for a measurement, ([], reason) for a configuration that could not run."""
+    if isinstance(outcome, str):
+        if not outcome.strip():
+            raise ValueError("an infeasible candidate needs its reason (the log line that says why it did not run)")
+        return [], outcome.strip()
+    figures = list(outcome) if isinstance(outcome, (list, tuple)) else [outcome]
+    if not figures or any(not _number(f) or f <= 0 or math.isinf(f) or math.isnan(f) for f in figures):
+        raise ValueError(f"a measurement's figures must be positive numbers (one per measurement): {outcome!r}")
+    return [float(f) for f in figures], None
+
+
+def _config(flags, status, pass_no):
+    return {"flags": copy.deepcopy(flags), "figures": [], "status": status, "why": None, "pass": pass_no}
+
+
+def _neighbour(state, dim, position, start=None):
+    """The key of the cursor's start (or ``start``) with ``dim`` at ``position``; added to the configs."""
+    base = state["configs"][start or state["cursor"]["start"]]["flags"]
+    flags = dict(base, **{dim["flag"]: dim["values"][position]})
+    key = _key(flags)
+    if key not in state["configs"]:
+        state["configs"][key] = _config(flags, "new", state["cursor"]["pass"] if state["cursor"] else 0)
+    return key
+
+
+def _mark(state, key, status, why):
+    config = state["configs"][key]
+    if config["status"] == "new":
+        config.update(status=status, why=why)
+
+
+def _affordable(state, seconds):
+    return state["used_s"] + seconds + state["plan"]["confirm_s"] <= state["budget_s"] + 1e-9
+
+
+def _try_order(dim, start):
+    """Positions in the order the first pass screens them: nearest first, up before down."""
+    if not dim["ordered"]:
+        return [p for p in range(len(dim["values"])) if p != start]
+    up, down = list(range(start + 1, len(dim["values"]))), list(range(start - 1, -1, -1))
+    out = []
+    while up or down:
+        out += [up.pop(0)] if up else []
+        out += [down.pop(0)] if down else []
+    return out
+
+
+def _position(dim, value):
+    return [_key(v) for v in dim["values"]].index(_key(value))
+
+
+def _changes(state, flags):
+    """{flag: [incumbent's value, this value]} for each tuned flag that differs."""
+    inc = state["incumbent"]
+    return {d["flag"]: [inc[d["flag"]], flags[d["flag"]]] for d in state["space"]
+            if _key(flags[d["flag"]]) != _key(inc[d["flag"]])}
+
+
+def _changes_text(state, flags):
+    if not isinstance(flags, dict) or any(d["flag"] not in flags for d in state["space"]):
+        return repr(flags)
+    changes = _changes(state, flags)
+    return ", ".join(f"{f} {a} -> {b}" for f, (a, b) in changes.items()) or "the incumbent"
+
+
+def _value_text(dim, config):
+    return f"{dim['flag']}={config['flags'][dim['flag']]}"
+
+
+def _screen_why(state, key):
+    cur = state["cursor"]
+    dim = state["space"][cur["dimension"]]
+    return (f"pass {cur['pass']}, {dim['flag']}: {state['configs'][cur['start']]['flags'][dim['flag']]} -> "
+            f"{state['configs'][key]['flags'][dim['flag']]} from the best so far")
+
+
+def _again_why(state, key):
+    config = state["configs"][key]
+    lead = _leader(state, _slice(state))
+    return (f"again ({len(config['figures']) + 1} of at most {state['settings']['max_measurements']}): "
+            f"{_changes_text(state, config['flags'])} is " +
+            ("this flag's leader, against an earlier value within the tie of it" if key == lead else
+             f"within {state['settings']['tie'] * 100:g} % of this flag's leader "
+             f"({_changes_text(state, state['configs'][lead]['flags'])}) and earlier in the space's order"))
+
+
+def _duration(seconds):
+    seconds = max(0, int(round(seconds)))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def _scalar(value):
+    return value is None or isinstance(value, (str, bool)) or _number(value)
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+        isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
+
+
+def _key(value):
+    """The one spelling of a value or a set of flags, for equality and as a JSON object key."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+__all__ = ["DEFAULTS", "budget_plan", "measurement_cost", "next_step", "normalise_space", "plan", "record"]
