@@ -42,6 +42,7 @@ too little for the confirmation.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 
@@ -68,7 +69,16 @@ DEFAULTS = {
     "passes": 2,
     "noise_sigma": 0.02,
     "noise_dof": 4,
+    "pair_moves": 4,
+    "pair_rounds": 3,
+    "race": 3,
+    "race_measurements": 4,
+    "grid_share": 0.25,
 }
+# What a configuration that ran out of memory says (PyTorch's, CUDA's and SGLang's own wording): only
+# such a failure rules out the configurations that take more memory; a crash for another reason rules
+# out nothing but itself.
+OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "not enough memory", "cudaerrormemoryallocation")
 FINAL = ("dropped", "infeasible", "skipped")   # a configuration in one of these is never measured again
 VERDICTS = {"new": "not tried", "skipped": "not tried"}   # a row's verdict where it is not the status
 
@@ -129,7 +139,8 @@ def budget_plan(budget_s, cost_model, settings, candidates):
     the confirmation besides, saying how much it needs."""
     first = measurement_cost(cost_model, settings["incumbent_measurements"])
     one = measurement_cost(cost_model, 1)
-    confirm = measurement_cost(cost_model, settings["confirm_measurements"])
+    # the confirmation kept back: the incumbent measured again right before it (the drift check), then the best
+    confirm = first + measurement_cost(cost_model, settings["confirm_measurements"])
     if budget_s < first:
         raise ValueError(f"a budget of {_duration(budget_s)} is too short for even the incumbent's measurement "
                          f"(a restart {_duration(cost_model['restart_s'])} and {settings['incumbent_measurements']} x "
@@ -142,8 +153,8 @@ def budget_plan(budget_s, cost_model, settings, candidates):
     count = min(len(candidates), int((budget_s - first - confirm) // one))
     fits, beyond = list(candidates[:count]), list(candidates[count:])
     message = (f"{len(fits)} of {len(candidates)} candidates fit in {_duration(budget_s)} at one measurement each "
-               f"(the incumbent {_duration(first)}, each candidate {_duration(one)}, the confirmation "
-               f"{_duration(confirm)} kept back)")
+               f"(the incumbent {_duration(first)}, each candidate {_duration(one)}, the incumbent's second series "
+               f"and the confirmation {_duration(confirm)} kept back)")
     if beyond:
         message += "; not " + ", ".join(f"{c['flag']}={c['value']}" for c in beyond[:8]) + (" ..." if len(beyond) > 8 else "")
     return {"fits": fits, "beyond": beyond, "incumbent_s": first, "candidate_s": one, "confirm_s": confirm,
@@ -169,12 +180,24 @@ def plan(space, incumbent, budget_s, cost_model, settings=None):
         start = _position(dim, incumbent[dim["flag"]])
         queue += [{"flag": dim["flag"], "value": dim["values"][p]} for p in _try_order(dim, start)]
     budget = budget_plan(float(budget_s), cost, cfg, queue)
+    # never more than grid_share of what measuring every configuration once would take: past that, an
+    # exhaustive search is the better use of the time (and what the search must beat)
+    grid_s = math.prod(len(d["values"]) for d in dims) * measurement_cost(cost, 1)
+    least = budget["incumbent_s"] + budget["candidate_s"] + budget["confirm_s"]
+    limit = min(float(budget_s), max(cfg["grid_share"] * grid_s, least))
+    if limit < budget_s:
+        budget = budget_plan(limit, cost, cfg, queue)
+        budget["message"] += (f"; the search stops at {cfg['grid_share'] * 100:g} % of the "
+                              f"{_duration(grid_s)} that measuring all {math.prod(len(d['values']) for d in dims)} "
+                              f"configurations once would take ({_duration(budget_s)} given; grid_share 1 lifts it, and a grid "
+                              "this small may be better measured whole)")
     key = _key(incumbent)
     state = {
         "version": VERSION, "space": dims, "incumbent": incumbent, "incumbent_key": key, "settings": cfg,
-        "cost": cost, "budget_s": float(budget_s), "used_s": 0.0, "measurements": 0, "restarts": 0,
+        "cost": cost, "budget_s": limit, "asked_budget_s": float(budget_s), "grid_s": grid_s, "used_s": 0.0, "measurements": 0, "restarts": 0,
         "plan": budget, "configs": {key: _config(incumbent, "incumbent", 0)}, "best": key, "running": None,
         "phase": "incumbent", "cursor": None, "out_of_time": False, "claim": None, "confirm": None,
+        "pairs": None, "race": None, "drift": None,
         "noise": {"sigma": cfg["noise_sigma"], "dof": cfg["noise_dof"], "basis": "the prior"},
         "result": None,
     }
@@ -215,6 +238,8 @@ def record(state, candidate, outcome, seconds=None):
         state["confirm"] = {"key": key, "figures": figures, "why": reason}
         _learn_noise(state)
         _finish(state)
+    elif state["phase"] == "drift":
+        _drift(state, figures, reason)
     else:
         config = state["configs"][key]
         if reason:
@@ -247,13 +272,19 @@ def _start_search(state, reason):
 def _advance(state):
     """Decide the next step: screen the flag's next value, measure a contender again, or settle the flag
     and go on; at the end of the search, confirm the best or finish."""
+    if state["phase"] == "pairs":
+        _advance_pairs(state)
+        return
+    if state["phase"] == "race":
+        _advance_race(state)
+        return
     while True:
         cur = state["cursor"]
         if cur["dimension"] >= len(state["space"]):
             if cur["changed"] and cur["pass"] < state["settings"]["passes"]:
                 state["cursor"] = _cursor(state, 0, cur["pass"] + 1, False)
                 continue
-            _claim(state)
+            _start_pairs(state)
             return
         _drop_clearly_worse(state)
         key = _frontier(state)
@@ -329,18 +360,27 @@ def _frontier(state):
 
 
 def _stops(config, dim, direction):
-    return config["status"] == "dropped" or (config["status"] in ("infeasible", "skipped") and dim["memory_up"]
-                                             and direction == "up")
+    return config["status"] == "dropped" or (dim["memory_up"] and direction == "up" and (
+        config["status"] == "skipped" or config["status"] == "infeasible" and _out_of_memory(config["why"])))
+
+
+def _out_of_memory(why):
+    """Whether a failure's reason says the configuration ran out of memory (OUT_OF_MEMORY)."""
+    text = (why or "").lower()
+    return any(phrase in text for phrase in OUT_OF_MEMORY)
 
 
 def _ruled_out(state, flags):
-    """The changes of an infeasible configuration that ``flags`` takes at least as much memory as (each
-    memory_up flag at or above its value, every other flag equal), or None."""
+    """The changes of a configuration that ran out of memory and that ``flags`` takes at least as much
+    memory as (each memory_up flag at or above its value), or None. The other flags are taken to leave
+    memory alone (what memory_up says); a failure for another reason rules out nothing else."""
+    memory = [dim for dim in state["space"] if dim["memory_up"]]
+    if not memory:
+        return None
     for other in state["configs"].values():
-        if other["status"] != "infeasible":
+        if other["status"] != "infeasible" or not _out_of_memory(other["why"]):
             continue
-        if all(_at_least(dim, flags[dim["flag"]], other["flags"][dim["flag"]]) if dim["memory_up"]
-               else _key(flags[dim["flag"]]) == _key(other["flags"][dim["flag"]]) for dim in state["space"]):
+        if all(_at_least(dim, flags[dim["flag"]], other["flags"][dim["flag"]]) for dim in memory):
             return _changes_text(state, other["flags"])
     return None
 
@@ -363,10 +403,10 @@ def _leader(state, keys):
     return max(keys, key=lambda k: noise.geomean(state["configs"][k]["figures"]))
 
 
-def _drop_clearly_worse(state):
-    """Drop every contender of this flag that is clearly worse than its leader: its loss against the
-    leader is significant (one-sided at alpha) and at least min_effect (compare_runs' fail)."""
-    keys = _slice(state)
+def _drop_clearly_worse(state, keys=None):
+    """Drop every contender of this flag (or of ``keys``) that is clearly worse than its leader: its loss
+    against the leader is significant (one-sided at alpha) and at least min_effect (compare_runs' fail)."""
+    keys = _slice(state) if keys is None else [k for k in keys if state["configs"][k]["status"] == "alive"]
     if len(keys) < 2:
         return
     lead = _leader(state, keys)
@@ -435,6 +475,155 @@ def _out_of_time(state):
     state["cursor"] = _cursor(state, len(state["space"]), state["settings"]["passes"], False)
 
 
+def _start_pairs(state):
+    """Single moves stopped improving: try the best few pair moves from the best (two ordered flags a step
+    each), which is how memory moves between flags (a larger cuda-graph batch pays only once chunked
+    prefill is lowered to make room for it: either alone loses or does not start). A pair move that
+    beats the best by more than the tie becomes the best, a pass of single moves polishes around it, and
+    the pairs are tried again from there (pair_rounds at most). Then the race."""
+    pairs = state["pairs"] or {"round": 0, "from": None, "todo": [], "tried": [], "moved": 0}
+    state["pairs"] = pairs
+    pairs["round"] += 1
+    cfg = state["settings"]
+    if state["out_of_time"] or not cfg["pair_moves"] or pairs["round"] > cfg["pair_rounds"]:
+        _start_race(state)
+        return
+    pairs.update({"from": state["best"], "todo": _pair_moves(state, state["best"]), "tried": []})
+    if not pairs["todo"]:
+        _start_race(state)
+        return
+    state["phase"] = "pairs"
+    _advance_pairs(state)
+
+
+def _pair_moves(state, base):
+    """The pair moves from ``base`` most likely to pay, best first, pair_moves at most. A move's promise
+    is the sum of its two single moves' log gains as measured from ``base``: one that ran out of memory
+    (or was skipped for it) counts as a gain of min_effect -- the pair may make room for it -- and one
+    not measured as none. Moves promising a loss beyond min_effect, measured before or ruled out by
+    memory are left out."""
+    cfg = state["settings"]
+    flags = state["configs"][base]["flags"]
+    level = math.log(noise.geomean(state["configs"][base]["figures"]))
+
+    def single(dim, p):
+        config = state["configs"].get(_key(dict(flags, **{dim["flag"]: dim["values"][p]})))
+        if config is None:
+            return 0.0
+        if config["figures"]:
+            return math.log(noise.geomean(config["figures"])) - level
+        if config["status"] == "skipped" or config["status"] == "infeasible" and _out_of_memory(config["why"]):
+            return math.log(1 + cfg["min_effect"])
+        return None if config["status"] == "infeasible" else 0.0
+
+    ordered = [dim for dim in state["space"] if dim["ordered"]]
+    moves = []
+    for a, b in itertools.combinations(ordered, 2):
+        pa, pb = _position(a, flags[a["flag"]]), _position(b, flags[b["flag"]])
+        for da, db in ((1, -1), (-1, 1), (1, 1), (-1, -1)):
+            qa, qb = pa + da, pb + db
+            if not (0 <= qa < len(a["values"]) and 0 <= qb < len(b["values"])):
+                continue
+            ga, gb = single(a, qa), single(b, qb)
+            if ga is None or gb is None or ga + gb < -math.log(1 + cfg["min_effect"]):
+                continue
+            moved = dict(flags, **{a["flag"]: a["values"][qa], b["flag"]: b["values"][qb]})
+            key = _key(moved)
+            config = state["configs"].get(key)
+            if config and (config["figures"] or config["status"] in FINAL) or _ruled_out(state, moved):
+                continue
+            moves.append((-(ga + gb), len(moves), key, moved))
+    moves.sort()
+    out = []
+    for _score, _n, key, moved in moves[:cfg["pair_moves"]]:
+        if key not in state["configs"]:
+            state["configs"][key] = _config(moved, "new", state["settings"]["passes"] + state["pairs"]["round"])
+        out.append(key)
+    return out
+
+
+def _advance_pairs(state):
+    """Screen the next pair move (one measurement); when none is left, move to the best of them if it
+    beats the best by more than the tie (and polish around it), else race."""
+    pairs = state["pairs"]
+    while pairs["todo"]:
+        key = pairs["todo"].pop(0)
+        config = state["configs"][key]
+        if config["figures"] or config["status"] in FINAL:
+            continue
+        blocker = _ruled_out(state, config["flags"])
+        if blocker:
+            config.update(status="skipped", why=f"takes at least the memory of {blocker}, which could not run")
+            continue
+        restart = state["running"] != key
+        if not _affordable(state, measurement_cost(state["cost"], 1, restart)):
+            for k in [key] + pairs["todo"]:
+                _mark(state, k, "not tried", "out of time")
+            pairs["todo"] = []
+            state["out_of_time"] = True
+            break
+        pairs["tried"].append(key)
+        state["next"] = {"action": "measure", "candidate": copy.deepcopy(config["flags"]), "measurements": 1,
+                         "restart": restart,
+                         "why": (f"round {pairs['round']} of pair moves from the best so far: "
+                                 f"{_changes_text(state, config['flags'])} (two flags at once, single moves stopped "
+                                 "improving)")}
+        return
+    tried = [k for k in pairs["tried"] if state["configs"][k]["status"] == "alive"]
+    base = pairs["from"]
+    if tried and not state["out_of_time"]:
+        lead = _leader(state, tried)
+        if noise.geomean(state["configs"][lead]["figures"]) > (1 + state["settings"]["tie"]) * noise.geomean(
+                state["configs"][base]["figures"]):
+            pairs["moved"] += 1
+            state["best"] = lead
+            state["phase"] = "search"
+            state["cursor"] = _cursor(state, 0, state["settings"]["passes"] + pairs["round"], False)
+            _advance(state)
+            return
+    _start_race(state)
+
+
+def _start_race(state):
+    """The race: the best and the next best measured configurations (race in all, the incumbent aside)
+    are measured again, the fewest-measured first, each dropped once it is clearly worse than the
+    leader, until one is left or each has race_measurements; the leader is the best. Measurements go
+    where the decision is close, rather than evenly to every candidate on the way."""
+    state["phase"] = "race"
+    cfg = state["settings"]
+    inc = state["incumbent_key"]
+    keys = []
+    if cfg["race"]:
+        measured = sorted((k for k, c in state["configs"].items() if k != inc and c["status"] == "alive" and c["figures"]),
+                          key=lambda k: -noise.geomean(state["configs"][k]["figures"]))
+        keys = ([state["best"]] if state["best"] != inc else []) + measured
+        keys = list(dict.fromkeys(keys))[:cfg["race"]]
+    state["race"] = {"keys": keys}
+    _advance_race(state)
+
+
+def _advance_race(state):
+    keys = state["race"]["keys"]
+    _drop_clearly_worse(state, keys)
+    alive = [k for k in keys if state["configs"][k]["status"] == "alive"]
+    most = state["settings"]["race_measurements"]
+    open_ = [k for k in alive if len(state["configs"][k]["figures"]) < most] if len(alive) > 1 else []
+    if open_:
+        key = min(open_, key=lambda k: (len(state["configs"][k]["figures"]), -noise.geomean(state["configs"][k]["figures"])))
+        restart = state["running"] != key
+        if _affordable(state, measurement_cost(state["cost"], 1, restart)):
+            config = state["configs"][key]
+            state["next"] = {"action": "measure", "candidate": copy.deepcopy(config["flags"]), "measurements": 1,
+                             "restart": restart,
+                             "why": (f"the race of the {len(alive)} best: {_changes_text(state, config['flags'])} again "
+                                     f"({len(config['figures']) + 1} of at most {most})")}
+            return
+        state["out_of_time"] = True
+    if alive:
+        state["best"] = _leader(state, alive)
+    _claim(state)
+
+
 def _claim(state):
     """End of the search: confirm the best on a fresh restart when it beats the incumbent, else done
     (the incumbent stays: nothing beat it beyond the noise)."""
@@ -447,8 +636,30 @@ def _claim(state):
         _done(state, False, f"the best found ({_changes_text(state, state['configs'][best]['flags'])}) is within the "
                             f"noise of the incumbent ({_gain_text(res)}): the incumbent stays")
         return
-    state["phase"] = "confirm"
+    state["phase"] = "drift"
     state["claim"] = {"key": best, "gain": _gain(res), "interval": _gain_interval(res)}
+    state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["incumbent"]),
+                     "measurements": state["settings"]["incumbent_measurements"], "restart": True,
+                     "why": (f"the incumbent again, right before the confirmation of "
+                             f"{_changes_text(state, state['configs'][best]['flags'])}: did the host drift while the "
+                             "search ran?")}
+
+
+def _drift(state, figures, reason):
+    """After the incumbent's second series: noise.bracket says whether the host moved since its first
+    (the search's comparisons, made against the first, are then suspect, and the result says so). The
+    confirmation is judged against this series: measured next to it, on the host as it is now."""
+    best = state["claim"]["key"]
+    if reason:
+        _done(state, False, f"the incumbent did not start again before the confirmation ({reason}): the host is not "
+                            "as it was when the search began; the incumbent stays")
+        return
+    first = state["configs"][state["incumbent_key"]]["figures"]
+    est = state["noise"]
+    res = noise.bracket(first, figures, est["sigma"], est["dof"], alpha=state["settings"]["alpha"])
+    state["drift"] = {"figures": figures, "moved": res["moved"], "effect": res["effect"],
+                      "interval": list(res["interval"]) if res["interval"] else None, "message": res["message"]}
+    state["phase"] = "confirm"
     state["next"] = {"action": "confirm", "candidate": copy.deepcopy(state["configs"][best]["flags"]),
                      "measurements": state["settings"]["confirm_measurements"], "restart": True,
                      "why": (f"the best found, {_changes_text(state, state['configs'][best]['flags'])} "
@@ -464,14 +675,17 @@ def _finish(state):
         _done(state, False, f"{_changes_text(state, flags)} did not start again for its confirmation "
                             f"({conf['why']}): the incumbent stays")
         return
-    res = _versus_incumbent(state, conf["figures"])
+    res = _versus_incumbent(state, conf["figures"], fresh=True)
     conf.update(gain=_gain(res), interval=_gain_interval(res), verdict="win" if res["verdict"] == "fail" else "not confirmed")
+    drift = state["drift"]
+    against = ("; the host drifted while the search ran, so the search's own comparisons are suspect: "
+               + drift["message"] if drift and drift["moved"] else "")
     if res["verdict"] == "fail":
         _done(state, True, f"{_changes_text(state, flags)}: {_gain_text(res)} against the incumbent, confirmed on a "
-                           "fresh restart", res)
+                           "fresh restart" + against, res)
     else:
         _done(state, False, f"{_changes_text(state, flags)} did not confirm on a fresh restart ({_gain_text(res)}): "
-                            "the incumbent stays")
+                            "the incumbent stays" + against)
 
 
 def _done(state, won, message, res=None):
@@ -492,9 +706,13 @@ def _compare(state, current, reference):
                               power=cfg["power"], min_effect=loss, basis=est["basis"])
 
 
-def _versus_incumbent(state, figures):
-    """The incumbent's figures judged against ``figures``: a 'fail' is a win for ``figures``."""
-    return _compare(state, state["configs"][state["incumbent_key"]]["figures"], figures)
+def _versus_incumbent(state, figures, fresh=False):
+    """The incumbent's figures judged against ``figures``: a 'fail' is a win for ``figures``. ``fresh``
+    (the confirmation): against the incumbent's second series, measured right before it (the host as it
+    is now), not the first, hours older."""
+    drift = state.get("drift")
+    inc = drift["figures"] if fresh and drift else state["configs"][state["incumbent_key"]]["figures"]
+    return _compare(state, list(inc), figures)
 
 
 def _learn_noise(state):
@@ -545,7 +763,8 @@ def _result(state, won, message, res):
             "claim": copy.deepcopy(state["claim"]), "confirmation": copy.deepcopy(state["confirm"]),
             "message": message, "rows": rows, "used_s": state["used_s"], "budget_s": state["budget_s"],
             "measurements": state["measurements"], "restarts": state["restarts"],
-            "out_of_time": state["out_of_time"], "noise": copy.deepcopy(state["noise"])}
+            "out_of_time": state["out_of_time"], "noise": copy.deepcopy(state["noise"]),
+            "drift": copy.deepcopy(state.get("drift"))}
 
 
 def _row(state, key, won):
@@ -616,9 +835,16 @@ def _settings(settings):
     cfg.update(settings or {})
     if not 0 < cfg["alpha"] < 0.5 or not 0 <= cfg["min_effect"] < 1 or not 0 <= cfg["tie"] < 1 or not 0 < cfg["power"] < 1:
         raise ValueError("alpha must be in (0, 0.5), min_effect and tie in [0, 1), power in (0, 1)")
-    for name in ("incumbent_measurements", "confirm_measurements", "max_measurements", "passes", "noise_dof"):
+    for name in ("incumbent_measurements", "confirm_measurements", "max_measurements", "passes", "noise_dof",
+                 "race_measurements"):
         if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
             raise ValueError(f"{name} must be a whole number of at least 1: {cfg[name]!r}")
+    for name in ("pair_moves", "pair_rounds", "race"):
+        if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 0:
+            raise ValueError(f"{name} must be a whole number of at least 0: {cfg[name]!r}")
+    if not _number(cfg["grid_share"]) or not 0 < cfg["grid_share"] <= 1:
+        raise ValueError(f"grid_share (the most of the exhaustive grid's time a search spends) must be in (0, 1]: "
+                         f"{cfg['grid_share']!r}")
     if not _number(cfg["noise_sigma"]) or not 0 < cfg["noise_sigma"] < 1:
         raise ValueError(f"noise_sigma (the host's run-to-run noise, a fraction) must be in (0, 1): {cfg['noise_sigma']!r}")
     return cfg
