@@ -1,4 +1,5 @@
 """Action plugin: write one host's JSON report on the controller, in the controller's own process.
+With `history` and `record`, also append the record to the host's history (one JSON line, verify's).
 
 `<dir>/<kind>-<stamp>.json` and `<dir>/<kind>-latest.json`, 0600 in a 0700 folder, each written
 to a temporary file and renamed (a reader never sees half a report). A report is a run's output,
@@ -9,6 +10,7 @@ for a 3-host lab play (a per-task timing callback, 2026-12-01).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -50,9 +52,42 @@ def write_report(folder, kind, stamp, report):
     return paths
 
 
+REPORT_ARGS = ("report_dir", "report_stamp")
+
+
+def run_module_and_report(action, module, task_vars, kind, content, stamp_of=None):
+    """Run `module` with the task's arguments less REPORT_ARGS, then, when report_dir is given and the
+    module succeeded, write content(result, stamp) (a dict, or None for no report) as the host's `kind`
+    report stamped stamp_of(result), else report_stamp, else now (UTC), under --check too (content
+    returns None where a report must not be written). What an action plugin named
+    after its module does to fold "run it, then write its report" into one task; the result gets
+    `report_stamp` and `report_paths`."""
+    args = dict(action._task.args)
+    folder, stamp = (args.pop(name, None) for name in REPORT_ARGS)
+    result = action._execute_module(module_name=module, module_args=args, task_vars=task_vars)
+    if stamp_of and not result.get("failed"):
+        stamp = stamp_of(result) or stamp
+    stamp = to_text(stamp or datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ"))
+    report = content(result, stamp) if folder and not result.get("failed") else None
+    if report is not None:
+        try:
+            result["report_paths"] = write_report(os.path.expanduser(to_text(folder)), kind, stamp, report)
+        except (OSError, TypeError, ValueError) as exc:
+            raise AnsibleActionFail(f"{module} could not write the {kind} report: {exc}") from exc
+        result["report_stamp"] = stamp
+    return result
+
+
+def append_history(path, record):
+    """Append `record` as one JSON line (keys sorted) to the history file `path` (0600 when created)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("dir", "kind", "stamp", "report"))
+    _VALID_ARGS = frozenset(("dir", "kind", "stamp", "report", "history", "record"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -67,5 +102,13 @@ class ActionModule(ActionBase):
                                  to_text(args["stamp"]), args["report"])
         except (OSError, TypeError, ValueError) as exc:
             raise AnsibleActionFail(f"sglang_report could not write the {args['kind']} report: {exc}") from exc
+        if args.get("history"):
+            if not isinstance(args.get("record"), dict):
+                raise AnsibleActionFail("sglang_report: history needs record, a mapping")
+            try:
+                append_history(os.path.expanduser(to_text(args["history"])), args["record"])
+            except (OSError, TypeError, ValueError) as exc:
+                raise AnsibleActionFail(f"sglang_report could not append to {args['history']}: {exc}") from exc
+            paths.append(args["history"])
         result.update(changed=False, paths=paths)
         return result

@@ -20,6 +20,7 @@ options:
   service: {description: The systemd unit name., type: str, default: sglang}
   service_user: {description: The user the server runs as., type: str, default: sglang}
   model_path: {description: "The model folder (or a repo id, then not checked).", type: str, default: ""}
+  model_required: {description: "Refuse a model folder without config.json (false for a model sglang_model stages later).", type: bool, default: false}
   checks: {description: Run the port and model-folder checks (false with O(facts) for facts alone)., type: bool, default: true}
   facts: {description: Also return C(host_facts)., type: bool, default: false}
   env_root: {description: Folder of the SGLang venvs (its filesystem's free space)., type: str, default: ""}
@@ -70,6 +71,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.check import (
     host_facts,
     listening_inodes,
     machine_id,
+    model_missing_problem,
     model_problem,
     port_owners,
     port_problem,
@@ -86,6 +88,7 @@ def main():
             "service": {"type": "str", "default": "sglang"},
             "service_user": {"type": "str", "default": "sglang"},
             "model_path": {"type": "str", "default": ""},
+            "model_required": {"type": "bool", "default": False},
             "checks": {"type": "bool", "default": True},
             "facts": {"type": "bool", "default": False},
             "env_root": {"type": "str", "default": ""},
@@ -118,7 +121,8 @@ def main():
         if problem:
             problems.append(problem)
     if p["model_path"].startswith("/"):
-        problem = model_problem(p["host"], p["model_path"], p["service_user"])
+        problem = ((p["model_required"] and model_missing_problem(p["host"], p["model_path"]))
+                   or model_problem(p["host"], p["model_path"], p["service_user"]))
         if problem:
             problems.append(problem)
     if problems:

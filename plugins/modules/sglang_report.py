@@ -14,6 +14,8 @@ options:
   kind: {description: "The report's kind: audit, verify, drift, release or compat.", type: str, required: true}
   stamp: {description: The run's UTC time stamp (the file name's suffix)., type: str, required: true}
   report: {description: The report., type: dict, required: true}
+  history: {description: "A history file (JSON lines) to append O(record) to, created 0600 (verify's).", type: path}
+  record: {description: The history's record of this run (with O(history))., type: dict}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -28,5 +30,5 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-paths: {description: The two files written., returned: success, type: list, elements: str}
+paths: {description: The two files written (and the history appended to)., returned: success, type: list, elements: str}
 """

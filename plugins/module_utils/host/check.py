@@ -109,6 +109,15 @@ def _allowed(st, ids, bits):
     return mode & bits == bits
 
 
+def model_missing_problem(host, model_path):
+    """The model folder has no config.json (SGLang would fail at start-up); None when it has."""
+    if os.path.isfile(os.path.join(model_path, "config.json")):
+        return None
+    return (f"{host}: sglang_args.model_path {model_path} has no config.json on the host. Copy the model there "
+            "first, or fix the path (a Hugging Face repo id without a leading / is downloaded by SGLang itself), "
+            "or declare it as sglang_model to have it fetched once and staged.")
+
+
 def model_problem(host, model_path, user):
     """Why the service user cannot read the model's config.json (every folder on the way needs x,
     the model folder r and x, config.json r); None when it can or the file is missing
