@@ -14,11 +14,12 @@ import datetime
 import json
 import os
 import re
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+
+from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 
 KIND = re.compile(r"^[a-z][a-z0-9_]*\Z")
 STAMP = re.compile(r"^[0-9A-Za-z:._+-]+\Z")  # e.g. 2026-12-01T07:29:36Z
@@ -26,15 +27,7 @@ STAMP = re.compile(r"^[0-9A-Za-z:._+-]+\Z")  # e.g. 2026-12-01T07:29:36Z
 
 def write_private(path, text):
     """Write `text` to `path` (0600) through a temporary file in the same folder."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".report-")
-    try:
-        with os.fdopen(fd, "w") as f:  # mkstemp creates it 0600
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text, 0o600, fsync=False, prefix=".report-")
 
 
 def write_report(folder, kind, stamp, report):

@@ -46,11 +46,11 @@ downloaded: {description: Wheels downloaded by this run., type: list, returned: 
 """
 
 import os
-import shutil
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.files import publish_dir
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     WheelError,
     bundle,
@@ -96,16 +96,11 @@ def fill(module, p):
 def extract_package(wheel, version, dest):
     """dest/src/sglang-router-<version>/<wheel name>/sglang_router (made once, atomically)."""
     target = os.path.join(dest, "src", f"sglang-router-{version}", os.path.basename(wheel)[:-4])
-    marker = os.path.join(target, ".complete")
-    if not os.path.exists(marker):
-        tmp = f"{target}.tmp{os.getpid()}"
+
+    def unpack(tmp):
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(tmp, [n for n in zf.namelist() if n.startswith("sglang_router/")])
-        shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.rename(tmp, target)
-        open(marker, "w").close()
-    return os.path.join(target, "sglang_router")
+    return os.path.join(publish_dir(target, unpack), "sglang_router")
 
 
 def main():

@@ -61,11 +61,11 @@ downloaded: {description: Wheels downloaded by this run., type: list, returned: 
 """
 
 import os
-import shutil
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.files import publish_dir
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     WheelError,
     bundle,
@@ -140,23 +140,11 @@ class Wheelhouse:
 
 def extract_source(wheel, version, dest):
     target = os.path.join(dest, "src", f"sglang-{version}")
-    marker = os.path.join(target, ".complete")
-    if not os.path.exists(marker):
-        tmp = f"{target}.tmp{os.getpid()}"
+
+    def unpack(tmp):
         with zipfile.ZipFile(wheel) as zf:
-            members = [n for n in zf.namelist() if n.startswith("sglang/") and n.endswith(".py")]
-            zf.extractall(tmp, members)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if os.path.isdir(target) and not os.path.exists(marker):  # a previous run died half-way
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.rename(tmp, target)
-            open(marker, "w").close()
-        except OSError:  # another host's task extracted the same release first
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not os.path.exists(marker):
-                raise
-    return os.path.join(target, "sglang")
+            zf.extractall(tmp, [n for n in zf.namelist() if n.startswith("sglang/") and n.endswith(".py")])
+    return os.path.join(publish_dir(target, unpack), "sglang")  # another host's task may extract it first
 
 
 def main():

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +29,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import KEY_PACKAGES, UNPACK_FACTOR, wheel_tags
+from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     WheelError,
     check_hash,
@@ -71,11 +71,8 @@ def _cached(path, max_age):
 
 
 def _write(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    with os.fdopen(fd, "w") as fh:
+    with atomic_file(path, 0o600, fsync=False, makedirs=True) as fh:
         json.dump(data, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def _file_version(filename):

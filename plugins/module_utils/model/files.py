@@ -19,7 +19,8 @@ import os
 import re
 import shutil
 import stat
-import tempfile
+
+from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 
 MARKER = ".sglang-fleet-model.json"
 PARTIAL = ".rsync-partial"
@@ -249,22 +250,6 @@ def mark(path, lock, mode, now, write=True, checked=False):
     if write:
         write_atomic(os.path.join(path, MARKER), (json.dumps(marker, indent=1, sort_keys=True) + "\n").encode())
     return True, marker
-
-
-def write_atomic(path, data, mode=0o644):
-    """Write bytes through a synced temporary file renamed into place (the marker, and lock.py's lock)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def drift(path, mode="sizes"):

@@ -11,7 +11,7 @@ Stdlib only.
 import json
 import os
 
-from ansible_collections.sglang.fleet.plugins.module_utils.model.files import write_atomic
+from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 
 FORMAT = 1
 
@@ -42,7 +42,7 @@ def read(path):
 def write(path, lock):
     """Write the lock atomically (0644), its parent folders made."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomic(path, (json.dumps(lock, indent=1, sort_keys=True) + "\n").encode())
+    write_atomic(path, (json.dumps(lock, indent=1, sort_keys=True) + "\n").encode(), 0o644)
 
 
 def differences(expected, actual, what="the lock"):

@@ -26,8 +26,8 @@ from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift impo
     item_line,
     observe,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.release.records import (
-    _write_atomic,
     read_state,
     restart_pending,
 )
@@ -100,7 +100,7 @@ def save(state_dir, record):
     except OSError:
         pass
     os.makedirs(state_dir, mode=0o755, exist_ok=True)
-    _write_atomic(path, text.encode(), 0o600)
+    write_atomic(path, text.encode(), 0o600)
     return True
 
 

@@ -22,8 +22,8 @@ import json
 import os
 import re
 import shutil
-import tempfile
 
+from ansible_collections.sglang.fleet.plugins.module_utils.files import replace_symlink, write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import process_start, systemd_show
 
@@ -61,22 +61,6 @@ def release_id(version, unit_file, env_file):
     return f"{version}-{digest.hexdigest()[:12]}"
 
 
-def _write_atomic(path, data, mode):
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _pointer(state_dir, name):
     text = _read_bytes(os.path.join(state_dir, name)).decode("utf-8", "replace").strip()
     return text or None
@@ -85,7 +69,7 @@ def _pointer(state_dir, name):
 def _set_pointer(state_dir, name, rid):
     if _pointer(state_dir, name) == rid:
         return False
-    _write_atomic(os.path.join(state_dir, name), (rid + "\n").encode(), 0o644)
+    write_atomic(os.path.join(state_dir, name), (rid + "\n").encode(), 0o644)
     return True
 
 
@@ -186,10 +170,10 @@ def record(state_dir, unit_file, env_file, meta, status, now):
             rec["promoted_at"] = now
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o755)
-        _write_atomic(os.path.join(folder, "unit"), _read_bytes(unit_file), 0o644)
-        _write_atomic(os.path.join(folder, "env"), _read_bytes(env_file), 0o600)
-        _write_atomic(os.path.join(folder, "release.json"),
-                      (json.dumps(rec, indent=1, sort_keys=True) + "\n").encode(), 0o644)
+        write_atomic(os.path.join(folder, "unit"), _read_bytes(unit_file), 0o644)
+        write_atomic(os.path.join(folder, "env"), _read_bytes(env_file), 0o600)
+        write_atomic(os.path.join(folder, "release.json"),
+                     (json.dumps(rec, indent=1, sort_keys=True) + "\n").encode(), 0o644)
         changed = True
     else:
         rec = old
@@ -212,7 +196,7 @@ def restore(state_dir, rid, unit_file, env_file, venv_link=""):
         if name == "unit" and not data:
             raise ReleaseError(f"release {rid} has no copy of its unit in {folder}")
         if _read_bytes(dest) != data or not os.path.exists(dest):
-            _write_atomic(dest, data, mode)
+            write_atomic(dest, data, mode)
             changed = True
     venv = rec.get("venv") or ""
     if venv_link and venv:
@@ -220,11 +204,7 @@ def restore(state_dir, rid, unit_file, env_file, venv_link=""):
             raise ReleaseError(f"release {rid} runs from {venv}, which is gone (pruned or removed): "
                                f"deploy sglang_version {rec.get('version')} again instead")
         if os.path.realpath(venv_link) != os.path.realpath(venv):
-            tmp = venv_link + ".tmp"
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-            os.symlink(venv, tmp)
-            os.replace(tmp, venv_link)
+            replace_symlink(venv_link, venv)
             changed = True
     changed |= _set_pointer(state_dir, CURRENT, rid)
     if rec.get("status") == "good":  # a good release put back by hand is the last known good again

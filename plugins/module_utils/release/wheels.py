@@ -23,6 +23,8 @@ from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file, move_files, write_atomic
+
 # Moved in lockstep: a skew between them broke SGLang (sglang PR 28786).
 LOCKSTEP = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
 ARCHITECTURES = ("x86_64", "aarch64")
@@ -243,8 +245,7 @@ def pip_download(run, dest, requirements, python_version, architecture, glibc, r
         for attempt in range(1, max(retries, 1) + 1):
             rc, out, err = run(argv, environ_update={"PIP_CONSTRAINT": os.devnull})
             if rc == 0:
-                for name in os.listdir(tmp):
-                    os.replace(os.path.join(tmp, name), os.path.join(dest, name))
+                move_files(tmp, dest)
                 break
             if attempt < retries:
                 time.sleep(min(2 ** attempt, 10))
@@ -304,9 +305,7 @@ def make_lock(run, uv, dest, key, requirement, python_version, architecture, gli
                 "that has in ml_env_extra_pins, or pick another sglang_version or Python")
         with open(out) as fh:
             text = header + fh.read()
-        with open(os.path.join(tmp, "final"), "w") as fh:
-            fh.write(text)
-        os.replace(os.path.join(tmp, "final"), path)
+        write_atomic(path, text, mode=None, fsync=False)
     return path, text
 
 
@@ -320,9 +319,8 @@ def bundle(wheels, lock, name, dest):
     digest = hashlib.sha256(f"{lock}\n{names}".encode()).hexdigest()[:16]
     path = os.path.join(dest, "bundles", f"{name}-{digest}.tar")
     if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+        with atomic_file(path, None, binary=True, fsync=False, makedirs=True) as fh, \
+                tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for wheel in wheels:
                 info = tar.gettarinfo(wheel, arcname=os.path.basename(wheel))
                 info.uid = info.gid = 0
@@ -330,5 +328,4 @@ def bundle(wheels, lock, name, dest):
                 info.mode, info.mtime = 0o644, 0
                 with open(wheel, "rb") as f:
                     tar.addfile(info, f)
-        os.rename(tmp, path)
     return path

@@ -10,7 +10,8 @@ A missing or unreadable report reads as None (a host that never ran that playboo
 import datetime
 import json
 import os
-import tempfile
+
+from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file
 
 KINDS = ("audit", "verify", "drift", "release", "compat")
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"  # generated_at, recorded_at, promoted_at: 20261201T081104Z
@@ -18,20 +19,11 @@ STAMP_FORMAT = "%Y%m%dT%H%M%SZ"  # generated_at, recorded_at, promoted_at: 20261
 
 def write_atomic(path, text, mode=0o600, tmp_suffix=""):
     """Write `text` to `path` through a temporary file in the same folder renamed into place, so a
-    reader never sees half of it; `mode` is the file's (mkstemp makes it 0600). `tmp_suffix` keeps
+    reader never sees half of it (UTF-8, not synced); `mode` is the file's. `tmp_suffix` keeps
     the temporary file out of a reader's glob (node_exporter reads only *.prom)."""
-    folder, name = os.path.split(os.fspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=tmp_suffix)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        if mode != 0o600:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    name = os.path.basename(os.fspath(path))
+    with atomic_file(path, mode, encoding="utf-8", fsync=False, prefix=f".{name}.", suffix=tmp_suffix) as f:
+        f.write(text)
     return path
 
 

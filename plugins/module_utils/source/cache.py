@@ -22,9 +22,9 @@ import os
 import pickle
 import stat
 import sys
-import tempfile
 
 from ansible_collections.sglang.fleet.plugins.module_utils import source as sglang_source
+from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file
 
 CACHE_NAME = ".sglang-fleet-source.pickle"
 FORMAT = 2   # 2: the reader is a package (plugins/module_utils/source/)
@@ -110,17 +110,10 @@ def _write(path: str, key: str, src) -> None:
     entry = {"key": key, "files": files, "source": sglang_source.SglangSource(
         path=src.path, version=src.version, era=src.era, flags=src.flags, rules=src.rules)}
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{CACHE_NAME}.")
+        with atomic_file(path, 0o644, binary=True, fsync=False, prefix=f".{CACHE_NAME}.") as f:
+            pickle.dump(entry, f, protocol=4)
     except OSError:
         return  # a read-only venv or another user's: read the source next time too
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(entry, f, protocol=4)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def load_source(sglang_dir, write: bool = False):

@@ -1,0 +1,33 @@
+"""One home per concept (issue #43): a helper the collection has once is not written again beside it."""
+
+import ast
+import pathlib
+import re
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CODE = sorted(p for root in ("plugins", "filter_plugins") for p in (REPO / root).rglob("*.py"))
+FILES_HELPER = REPO / "plugins" / "module_utils" / "files.py"
+
+
+def rel(path):
+    return str(path.relative_to(REPO))
+
+
+def test_files_are_put_in_place_by_the_one_helper():
+    """A temporary file renamed into place is module_utils/files.py's (atomic_file, write_atomic,
+    publish_dir, move_files, replace_symlink): its modes, fsync and clean-up are then the same everywhere."""
+    pattern = re.compile(r"\bos\.(replace|rename)\(|\b(mkstemp|NamedTemporaryFile)\(")
+    allowed = {
+        # a scratch listing for rsync --files-from, deleted when done: not a file put in place
+        ("plugins/module_utils/model/stage.py", "NamedTemporaryFile"),
+    }
+    found = []
+    for path in CODE:
+        if path == FILES_HELPER:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for m in pattern.finditer(line):
+                name = m.group(1) or m.group(2)
+                if (rel(path), name) not in allowed:
+                    found.append(f"{rel(path)}:{n}: {line.strip()}")
+    assert not found, "use plugins/module_utils/files.py:\n" + "\n".join(found)
