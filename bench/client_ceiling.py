@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from statistics import median_high
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "verify"))
 import bench_client
@@ -185,10 +186,6 @@ def measure_sglang(py: str, tokenizer: str, dataset: str, tokens: int, pattern: 
     return (float(m.group(1)), src.capacity) if m and p.returncode == 0 else f"failed: {(p.stderr or p.stdout)[-200:]!r}"
 
 
-def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description="bench_client ingest ceiling on one core")
     p.add_argument("--tokens", type=int, default=100000, help="tokens per request")
@@ -233,12 +230,12 @@ def main() -> None:
           "| sglang.bench_serving tok/s | source capacity | ratio (range over rounds) |")
     print("|---|---|---|---|---|---|---|---|")
     for (pattern, c), r in runs.items():
-        ours = _median(r["ours"])
-        sg = f"{_median(r['sglang']):,.0f} | {_median(r['sg_src']):,.0f}" if r["sglang"] else "not run | -"
+        ours = median_high(r["ours"])
+        sg = f"{median_high(r['sglang']):,.0f} | {median_high(r['sg_src']):,.0f}" if r["sglang"] else "not run | -"
         per_round = sorted(o / g for o, g in zip(r["ours"], r["sglang"]))
-        ratio = (f"{ours / _median(r['sglang']):.2f}x ({per_round[0]:.2f}-{per_round[-1]:.2f})"
+        ratio = (f"{ours / median_high(r['sglang']):.2f}x ({per_round[0]:.2f}-{per_round[-1]:.2f})"
                  if r["sglang"] else "-")
-        print(f"| {pattern} | {c} | {ours:,.0f} | {_median(r['cpu']):.0f} % | {_median(r['src']):,.0f} | {sg} | {ratio} |")
+        print(f"| {pattern} | {c} | {ours:,.0f} | {median_high(r['cpu']):.0f} % | {median_high(r['src']):,.0f} | {sg} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -31,3 +31,16 @@ def test_files_are_put_in_place_by_the_one_helper():
                 if (rel(path), name) not in allowed:
                     found.append(f"{rel(path)}:{n}: {line.strip()}")
     assert not found, "use plugins/module_utils/files.py:\n" + "\n".join(found)
+
+
+def python_files(*roots):
+    return sorted(p for root in roots for p in (REPO / root).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_a_median_is_statistics_median():
+    """No hand-written median beside the standard library's (statistics.median, median_high...)."""
+    found = [f"{rel(path)}:{node.lineno} def {node.name}"
+             for path in python_files("plugins", "filter_plugins", "scripts", "bench", "sglang_fleet", "tests")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.strip("_") == "median"]
+    assert not found, "use statistics.median:\n" + "\n".join(found)

@@ -47,6 +47,7 @@ import ssl
 import string
 import sys
 import time
+from statistics import median
 from urllib.parse import urlsplit
 
 __version__ = "1.1"
@@ -225,10 +226,10 @@ def summarize(values: list[float], scale: float = 1.0) -> dict:
     }
 
 
-def median(values: list[float]) -> float | None:
-    """Median of the non-None values (None if there are none)."""
+def _median_or_none(values: list[float | None]) -> float | None:
+    """statistics.median of the non-None values (None if there are none)."""
     xs = [v for v in values if v is not None]
-    return percentile(xs, 50) if xs else None
+    return median(xs) if xs else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -828,9 +829,9 @@ def _median_of(runs: list[dict]) -> dict:
     """Median over runs of every metric; counts, token totals and errors summed."""
     out = dict(runs[0])
     for key in ("request_throughput", "output_throughput", "input_throughput", "duration_s"):
-        out[key] = median([r[key] for r in runs])
+        out[key] = _median_or_none([r[key] for r in runs])
     for key in ("decode_tok_s_per_stream", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
-        out[key] = {s: (sum(r[key][s] for r in runs) if s == "n" else median([r[key][s] for r in runs]))
+        out[key] = {s: (sum(r[key][s] for r in runs) if s == "n" else _median_or_none([r[key][s] for r in runs]))
                     for s in runs[0][key]}
     for key in ("completed", "failed", "total_output_tokens", "total_input_tokens"):
         out[key] = sum(r[key] for r in runs)
