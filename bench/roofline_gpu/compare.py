@@ -19,9 +19,15 @@ import statistics
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "plugins" / "module_utils" / "host"), str(REPO / "plugins" / "module_utils" / "verify")]
-from gpu_facts import build_facts
-from roofline import EFFICIENCY, GB, decode_upper_bound, efficiency_pct, model_weight_bytes
+sys.path.insert(0, str(REPO / ".collections"))  # the collection's code imports as Ansible imports it
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import build_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.roofline import (
+    EFFICIENCY,
+    GB,
+    decode_upper_bound,
+    efficiency_pct,
+    model_weight_bytes,
+)
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

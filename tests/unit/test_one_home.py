@@ -1,6 +1,7 @@
 """One home per concept (issue #43): a helper the collection has once is not written again beside it."""
 
 import ast
+import builtins
 import pathlib
 import re
 
@@ -44,3 +45,26 @@ def test_a_median_is_statistics_median():
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.strip("_") == "median"]
     assert not found, "use statistics.median:\n" + "\n".join(found)
+
+
+# Copied to hosts and imported alone (they import nothing of the collection): their errors stay on Exception.
+SELF_CONTAINED = ("plugins/module_utils/source/", "plugins/module_utils/verify/bench_client.py")
+BUILTIN_ERRORS = {name for name in dir(builtins) if isinstance(getattr(builtins, name), type)
+                  and issubclass(getattr(builtins, name), BaseException)}
+
+
+def test_every_error_class_derives_from_the_one_root():
+    """module_utils/errors.py's SglangFleetError is every public error's root; an older base
+    (ValueError, RuntimeError) stays beside it where callers catch that. A private (_Name) class is
+    a module's own control flow and never leaves it."""
+    found = []
+    for path in python_files("plugins", "filter_plugins"):
+        if rel(path).startswith(SELF_CONTAINED):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_") or node.name == "SglangFleetError":
+                continue
+            bases = [ast.unparse(b) for b in node.bases]
+            if any(b in BUILTIN_ERRORS for b in bases) and "SglangFleetError" not in bases:
+                found.append(f"{rel(path)}:{node.lineno} class {node.name}({', '.join(bases)})")
+    assert not found, "derive from errors.SglangFleetError:\n" + "\n".join(found)

@@ -31,6 +31,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.audit.assertions impo
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.assertions import failure_message as assertion_failure
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.assertions import result_lines as assertion_lines
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.assertions import validate as validate_assertions
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     SECRET_FIELDS,
     ArgsError,
@@ -75,7 +76,7 @@ FINDING_VALUES = {o.label: o.key for o in SETTINGS}
 _SHOWS_VALUE = tuple(label for label, o in BY_LABEL.items() if o.show_value)
 
 
-class AuditError(Exception):
+class AuditError(SglangFleetError):
     """Something the audit cannot work with; the message says what to do."""
 
 

@@ -30,6 +30,8 @@ import re
 import struct
 from typing import NamedTuple
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 KIND_PTX = 1
@@ -40,7 +42,7 @@ FLAG_COMPRESSED = 0x2000 | 0x8000  # 0x2000: NVIDIA's own LZ (CUDA 11/12), 0x800
 _SHT_NOBITS = 8
 
 
-class FatbinError(ValueError):
+class FatbinError(SglangFleetError, ValueError):
     """The bytes are not what they claim to be (not an ELF, truncated, corrupt fatbin)."""
 
 

@@ -29,6 +29,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import KEY_PACKAGES, UNPACK_FACTOR, wheel_tags
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     WheelError,
@@ -49,7 +50,7 @@ INDEX_MAX_AGE = 86400  # the list of every sglang release (for "the newest relea
 REFERENCE = (("host", "2.40"), ("3.12", "2.40"))
 
 
-class CompatError(Exception):
+class CompatError(SglangFleetError):
     """Release facts that could not be read (offline controller, nothing cached...)."""
 
 

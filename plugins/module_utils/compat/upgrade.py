@@ -22,6 +22,7 @@ import dataclasses
 import json
 import re
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError, to_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     FLAG_HISTORY,
@@ -43,7 +44,7 @@ SERVING_TOPICS = (
 )
 
 
-class UpgradeError(Exception):
+class UpgradeError(SglangFleetError):
     """Input the preview cannot work with; the message says what to do."""
 
 

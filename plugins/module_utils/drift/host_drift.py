@@ -31,6 +31,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit impo
     find_installed,
     read_server,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
     REDACTED,
     SECRET_FIELDS,
@@ -49,7 +50,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe imp
 )
 
 
-class DriftError(Exception):
+class DriftError(SglangFleetError):
     """Something drift cannot work with; the message says what to do."""
 
 

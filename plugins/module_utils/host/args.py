@@ -14,6 +14,8 @@ import math
 import re
 from collections.abc import Mapping
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+
 # Flags that carry secrets. They never go into argv or the unit: the service's
 # EnvironmentFile holds them and the launcher passes them to SGLang in-process.
 SECRET_ARGS = {
@@ -62,7 +64,7 @@ _BREAK_NAMES = {"\n": "a newline (\\n)", "\r": "a carriage return (\\r)", "\x00"
 _DIRECTIVE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
-class ArgsError(ValueError):
+class ArgsError(SglangFleetError, ValueError):
     """A value in the host's SGLang arguments cannot be turned into argv."""
 
 

@@ -9,6 +9,7 @@ agree with the bytes, and an existing lock must agree with both, before anything
 import json
 import os
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.host.check import model_facts
 from ansible_collections.sglang.fleet.plugins.module_utils.model import lock as model_lock
 from ansible_collections.sglang.fleet.plugins.module_utils.model.files import sha256_file
@@ -18,7 +19,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.model.stage import se
 FETCHED = ".sglang-fleet-fetched.json"  # in a hub revision's cache folder: its lock, once the bytes agreed
 
 
-class FetchError(RuntimeError):
+class FetchError(SglangFleetError, RuntimeError):
     """A revision that cannot be fetched or does not agree with its lock (the message says how to fix it)."""
 
 

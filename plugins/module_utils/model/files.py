@@ -20,6 +20,7 @@ import re
 import shutil
 import stat
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 
 MARKER = ".sglang-fleet-model.json"
@@ -31,7 +32,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")  # a revision (40 hex o
 _MODEL_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*--[A-Za-z0-9._-]+$")  # <org>--<name>
 
 
-class ModelFilesError(ValueError):
+class ModelFilesError(SglangFleetError, ValueError):
     """A lock, a path or a model folder that cannot be used."""
 
 

@@ -18,6 +18,8 @@ import fnmatch
 import os
 import re
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+
 # Where staged revisions live on a host, unless sglang_model_root says otherwise.
 DEFAULT_ROOT = "/var/lib/sglang-fleet/models"
 
@@ -27,7 +29,7 @@ _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _KEYS = {"repo", "source", "revision", "files"}
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(SglangFleetError, ValueError):
     """An sglang_model the host model cannot use."""
 
 

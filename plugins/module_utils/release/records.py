@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.files import replace_symlink, write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import process_start, systemd_show
@@ -35,7 +36,7 @@ _ID_RE = re.compile(r"^[0-9A-Za-z.+_-]+-[0-9a-f]{12}$")
 _VENV_RE = re.compile(r"^sglang-[0-9A-Za-z.+_-]+$")
 
 
-class ReleaseError(ValueError):
+class ReleaseError(SglangFleetError, ValueError):
     """A release that cannot be read, recorded or restored."""
 
 

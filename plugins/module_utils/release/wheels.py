@@ -23,6 +23,7 @@ from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file, move_files, write_atomic
 
 # Moved in lockstep: a skew between them broke SGLang (sglang PR 28786).
@@ -32,7 +33,7 @@ ARCHITECTURES = ("x86_64", "aarch64")
 UV_GLIBC_MIN, UV_GLIBC_MAX = 17, 40
 
 
-class WheelError(Exception):
+class WheelError(SglangFleetError):
     """Bad input or a wheel that must not be installed; the message says what to do."""
 
 

@@ -6,12 +6,14 @@ then ``from_cli_args`` and ``_validate_router_args`` (launch_router.py:36-46), i
 release's package extracted on the controller. Its compiled extension is loaded (it gives the
 tool-call parser choices, router_args.py:660). Used by plugins/modules/sglang_router_flags.py (the
 preflight) and plugins/modules/sglang_router_drift.py (the running argv against the inventory's).
-Stdlib only.
+Stdlib only, and the collection's root error.
 """
 
 import json
 import os
 import sys
+
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 
 # Run in a child: the release's modules are imported there, never in Ansible's process.
 CHILD = r"""
@@ -51,7 +53,7 @@ print(json.dumps({"parsed": {k: v for k, v in vars(args).items() if isinstance(v
 """
 
 
-class RouterParserError(Exception):
+class RouterParserError(SglangFleetError):
     """The release's parser could not be built; the message says what to do."""
 
 

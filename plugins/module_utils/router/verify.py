@@ -17,8 +17,10 @@ Controller only, pure; stdlib only.
 import json
 import os
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 
-class RouterVerifyError(Exception):
+
+class RouterVerifyError(SglangFleetError):
     """Something the router's verify cannot work with; the message says what to do."""
 
 

@@ -37,6 +37,7 @@ import math
 import os
 from statistics import median
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise, settings
@@ -61,7 +62,7 @@ REBASELINE = ("once the new speed is expected (a changed driver, host or load), 
               "-e sglang_verify_rebaseline=true")
 
 
-class VerifyError(ValueError):
+class VerifyError(SglangFleetError, ValueError):
     """Input the verification cannot use."""
 
 

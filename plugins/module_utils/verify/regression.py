@@ -20,6 +20,7 @@ change with the largest loss judged `fail`, else none (with the largest loss and
 
 from __future__ import annotations
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, noise, settings
 
 BASELINE = "the last known good"
@@ -27,7 +28,7 @@ ALL = "every change together (the desired state)"
 AGAIN = "the last known good again (did the host move while the steps ran?)"
 
 
-class RegressionError(ValueError):
+class RegressionError(SglangFleetError, ValueError):
     """A regression search that cannot be planned or judged."""
 
 
