@@ -17,7 +17,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     normalise_argv,
     predict,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.source.extract import _callee, _Extractor, _is_dataclass
+from ansible_collections.sglang.fleet.plugins.module_utils.source.extract import Extractor, callee, is_dataclass
 from ansible_collections.sglang.fleet.plugins.module_utils.source.layouts.base import Layout, add_cli_args, calls_in
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import (
     BY_LABEL,
@@ -28,7 +28,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations 
     STATUSES,
     Status,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.source.tree import _Tree
+from ansible_collections.sglang.fleet.plugins.module_utils.source.tree import Tree
 
 predict_module = importlib.import_module("ansible_collections.sglang.fleet.plugins.module_utils.source.predict")  # the package's predict is the function
 
@@ -56,8 +56,8 @@ class PlainClass(Layout):
 
     def detect(self, ex) -> bool:
         add = add_cli_args(ex)
-        return add is not None and any(_callee(c) == "add_argument" for c in calls_in(add)) \
-            and not _is_dataclass(ex.sa.classes["ServerArgs"])
+        return add is not None and any(callee(c) == "add_argument" for c in calls_in(add)) \
+            and not is_dataclass(ex.sa.classes["ServerArgs"])
 
 
 def test_a_new_layout_is_one_module_and_one_layouts_entry(tmp_path, monkeypatch):
@@ -80,7 +80,7 @@ def test_layout_names_are_unique_and_each_says_its_releases():
 @pytest.mark.wheels
 @pytest.mark.parametrize(("era", "release"), sorted(RELEASE_OF_LAYOUT.items()))
 def test_each_layout_detects_its_releases(era, release):
-    ex = _Extractor(_Tree(sglang_source_tree(release)))
+    ex = Extractor(Tree(sglang_source_tree(release)))
     assert layouts.detect(ex) is layouts.BY_NAME[era]
     assert load_source(sglang_source_tree(release)).era == era
     # Order matters: a layout-B ServerArgs is still a @dataclass that adds its deprecated aliases by

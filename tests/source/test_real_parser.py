@@ -15,9 +15,9 @@ from wheels import CACHE, VERSIONS, _pip_python, sglang_source_tree
 
 from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     FLAG_HISTORY,
-    _vtuple,
     load_source,
     validate_argv,
+    vtuple,
 )
 
 pytestmark = pytest.mark.wheels
@@ -36,7 +36,7 @@ def _msgspec_dir() -> pathlib.Path:
 
 def _real_parser(version: str, *args: str, stdin: str | None = None):
     tree = sglang_source_tree(version).parent
-    extra = [str(_msgspec_dir())] if _vtuple(version) >= (0, 5, 20) else []
+    extra = [str(_msgspec_dir())] if vtuple(version) >= (0, 5, 20) else []
     proc = subprocess.run([sys.executable, "-S", "-s", str(DUMP), *args, str(tree), *extra], input=stdin,
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,11 +7,11 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     FLAG_HISTORY,
     Runtime,
     UnknownLayout,
-    _human_readable_int,
-    _vtuple,
     load_source,
     normalise_argv,
+    parse_human_readable_int,
     validate_argv,
+    vtuple,
 )
 
 
@@ -102,8 +102,8 @@ def test_flag_history_replacement_for_unknown(tmp_path):
 
 
 def test_human_readable_int():
-    assert [_human_readable_int(x) for x in ("128k", "1Ki", "25.6k", "42")] == [128000, 1024, 25600, 42]
+    assert [parse_human_readable_int(x) for x in ("128k", "1Ki", "25.6k", "42")] == [128000, 1024, 25600, 42]
 
 
 def test_version_order():
-    assert _vtuple("0.5.9") < _vtuple("0.5.13") < _vtuple("0.5.13.post1") < _vtuple("0.5.14")
+    assert vtuple("0.5.9") < vtuple("0.5.13") < vtuple("0.5.13.post1") < vtuple("0.5.14")

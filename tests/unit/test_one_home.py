@@ -68,3 +68,14 @@ def test_every_error_class_derives_from_the_one_root():
             if any(b in BUILTIN_ERRORS for b in bases) and "SglangFleetError" not in bases:
                 found.append(f"{rel(path)}:{node.lineno} class {node.name}({', '.join(bases)})")
     assert not found, "derive from errors.SglangFleetError:\n" + "\n".join(found)
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A name another module needs is public (no leading underscore); `import x as _x` aliases are fine.
+    Tests may import private names of the module they test."""
+    found = [f"{rel(path)}:{node.lineno} from {'.' * node.level}{node.module or ''} import {alias.name}"
+             for path in python_files("plugins", "filter_plugins")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.ImportFrom)
+             for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not found, "make these names public:\n" + "\n".join(found)

@@ -160,7 +160,7 @@ def _sm_of(cc) -> int | None:
     return int(m.group(1)) * 10 + int(m.group(2)) if m else None
 
 
-def _show(value) -> str:
+def display_value(value) -> str:
     if value is None:
         return "unset"
     if isinstance(value, bool):
@@ -177,7 +177,7 @@ def finding_line(f) -> str:
     """`  name: status (value) - reason; rule file:line; override --flag; to enable: ...`."""
     text = f"  {f.name}: {f.status}"
     if f.name in _SHOWS_VALUE and f.value is not None:
-        text += f" ({_show(f.value)})"
+        text += f" ({display_value(f.value)})"
     text += f" - {f.reason}"
     if f.rule_file and f.rule_line:
         text += f"; rule {f.rule_file}:{f.rule_line}"
@@ -223,8 +223,8 @@ class Check:
         expected = self.expected
         if self.setting in OPTIMISATIONS and isinstance(expected, bool):
             expected = "on" if expected else "off"
-        text = (f"{where}sglang_expect.{self.setting}: expected {_show(expected)}, "
-                f"{verb} {_show(self.actual)}")
+        text = (f"{where}sglang_expect.{self.setting}: expected {display_value(expected)}, "
+                f"{verb} {display_value(self.actual)}")
         if self.reason:
             text += f" ({self.reason})"
         return text + f". Fix: {self.fix}"
@@ -237,7 +237,7 @@ def _is_on(expected) -> bool | None:
     return {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}.get(text)
 
 
-def _same(expected, actual) -> bool:
+def same_value(expected, actual) -> bool:
     if isinstance(expected, bool) or isinstance(actual, bool):
         return expected is actual or (isinstance(actual, bool) and _is_on(expected) is actual)
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
@@ -277,11 +277,11 @@ def check_expectations(src, args: dict, findings, expect: dict) -> list[Check]:
         elif key in SPECULATIVE:
             value = spec.value if spec is not None else None
             actual = value.get(SPECULATIVE[key]) if isinstance(value, dict) else None
-            ok = _same(expected, actual) if actual is not None else False
+            ok = same_value(expected, actual) if actual is not None else False
             reason = spec.reason if spec is not None else ""
             if spec is not None and spec.rule_file:
                 reason += f"; rule {spec.rule_file}:{spec.rule_line}"
-            fix = f"set sglang_args.{key}: {_show(expected)}"
+            fix = f"set sglang_args.{key}: {display_value(expected)}"
             if key != "speculative_algorithm" and not args.get("speculative_algorithm"):
                 fix += " and sglang_args.speculative_algorithm (e.g. NEXTN for MTP heads)"
             out.append(Check(key, expected, actual, ok, reason=reason, fix=fix + f", or change sglang_expect.{key}"))
@@ -291,8 +291,8 @@ def check_expectations(src, args: dict, findings, expect: dict) -> list[Check]:
                 out.append(Check(key, expected, None, None, reason=f.reason,
                                  fix="checked against the running server (runtime phase)"))
             else:
-                out.append(Check(key, expected, f.value, _same(expected, f.value), reason=f.reason,
-                                 fix=f"set sglang_args.{key}: {_show(expected)}, or change sglang_expect.{key}"))
+                out.append(Check(key, expected, f.value, same_value(expected, f.value), reason=f.reason,
+                                 fix=f"set sglang_args.{key}: {display_value(expected)}, or change sglang_expect.{key}"))
         else:
             known, actual = _dest_value(src, args, key)
             if known is None:
@@ -305,8 +305,8 @@ def check_expectations(src, args: dict, findings, expect: dict) -> list[Check]:
                                  fix="checked against the running server (runtime phase)"))
             else:
                 reason = "set in sglang_args" if key in args else f"default of sglang {src.version}"
-                out.append(Check(key, expected, actual, _same(expected, actual), reason=reason,
-                                 fix=f"set sglang_args.{key}: {_show(expected)}, or change sglang_expect.{key}"))
+                out.append(Check(key, expected, actual, same_value(expected, actual), reason=reason,
+                                 fix=f"set sglang_args.{key}: {display_value(expected)}, or change sglang_expect.{key}"))
     return out
 
 
@@ -534,7 +534,7 @@ def _spec_at_runtime(r: dict) -> dict | None:
 
 
 def _pred_text(f) -> str:
-    text = f"{f.status}" + (f" ({_show(f.value)})" if f.name == _SPEC and f.value else "")
+    text = f"{f.status}" + (f" ({display_value(f.value)})" if f.name == _SPEC and f.value else "")
     if f.rule_file and f.rule_line:
         text += f", rule {f.rule_file}:{f.rule_line}"
     return text
@@ -565,35 +565,35 @@ def compare_resolved(findings, resolved: dict, why: str = _UNMODELLED) -> tuple[
             if pred is None and got is None:
                 lines.append(f"  {f.name}: off, as predicted (speculative_algorithm=unset)")
             elif pred is None or got is None or any(
-                    not _same(pred[k], got[k]) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
+                    not same_value(pred[k], got[k]) for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
                     if pred.get(k) is not None):
                 server = "speculative_algorithm=unset" if got is None else (
-                    f"speculative_algorithm={got['algorithm']} speculative_num_steps={_show(got['num_steps'])} "
-                    f"speculative_eagle_topk={_show(got['eagle_topk'])} "
-                    f"speculative_num_draft_tokens={_show(got['num_draft_tokens'])}")
+                    f"speculative_algorithm={got['algorithm']} speculative_num_steps={display_value(got['num_steps'])} "
+                    f"speculative_eagle_topk={display_value(got['eagle_topk'])} "
+                    f"speculative_num_draft_tokens={display_value(got['num_draft_tokens'])}")
                 miss(f, _pred_text(f), server)
             else:
-                lines.append(f"  {f.name}: {_show(got)}, as predicted")
+                lines.append(f"  {f.name}: {display_value(got)}, as predicted")
         elif f.name in FINDING_VALUES:
             key = FINDING_VALUES[f.name]
             if key not in resolved:
                 continue
             if isinstance(f.value, (int, float)) and not isinstance(f.value, bool) and f.reason == "set explicitly" \
                     and resolved[key] is not None:
-                if not _same(f.value, resolved[key]):
-                    miss(f, f"{_show(f.value)} (set explicitly)", f"{key}={_show(resolved[key])}")
+                if not same_value(f.value, resolved[key]):
+                    miss(f, f"{display_value(f.value)} (set explicitly)", f"{key}={display_value(resolved[key])}")
                 else:
-                    lines.append(f"  {f.name}: {_show(resolved[key])}, as predicted ({key}={_show(resolved[key])})")
+                    lines.append(f"  {f.name}: {display_value(resolved[key])}, as predicted ({key}={display_value(resolved[key])})")
                 continue
             if resolved[key] is None:   # e.g. context_length: /server_info shows the flag as given (0.5.23)
                 lines.append(f"  {f.name}: the server shows {key} as given (unset), not what it resolved "
-                             f"(predicted {_show(f.value)})")
+                             f"(predicted {display_value(f.value)})")
                 continue
-            if _same(f.value, resolved[key]):
-                lines.append(f"  {f.name}: {_show(resolved[key])}, as predicted ({key}={_show(resolved[key])})")
+            if same_value(f.value, resolved[key]):
+                lines.append(f"  {f.name}: {display_value(resolved[key])}, as predicted ({key}={display_value(resolved[key])})")
                 continue
             # derived by SGLang (the model's rope scaling, the device's memory): said, not failed
-            lines.append(f"  {f.name}: server resolved {key}={_show(resolved[key])} (predicted {_show(f.value)})")
+            lines.append(f"  {f.name}: server resolved {key}={display_value(resolved[key])} (predicted {display_value(f.value)})")
         else:
             got = _on_at_runtime(f.name, resolved)
             if got is None:
@@ -645,8 +645,8 @@ def runtime_audit(report: dict, src, server: dict, expect: dict | None = None, *
             # A flag missing from launch_command is left to the resolved-settings compare.
             if key in SECRET_FIELDS:
                 continue
-            if key in launch and not _same(want.get(key), launch[key]):
-                pending.append(f"{key} (inventory {_show(want.get(key))}, server {_show(launch[key])})")
+            if key in launch and not same_value(want.get(key), launch[key]):
+                pending.append(f"{key} (inventory {display_value(want.get(key))}, server {display_value(launch[key])})")
     if pending:
         failures.append(f"{where}the server was not started with the inventory's SGLang and arguments: "
                         f"{'; '.join(pending)}. " + ("deploy.yml would restart it." if check_mode else
@@ -717,7 +717,7 @@ def _runtime_expectations(report: dict, info: dict, expect: dict) -> list[Check]
             if key not in info:
                 continue
             actual = info[key]
-            ok = _same(expected, actual) if actual is not None else expected is None
+            ok = same_value(expected, actual) if actual is not None else expected is None
             reason = f"server_info {key}"
         else:
             continue
@@ -728,7 +728,7 @@ def _runtime_expectations(report: dict, info: dict, expect: dict) -> list[Check]
             fix = st.get("fix", "")
         else:
             pred = by.get(OPTIMISATIONS.get(key, ""), {}).get("status") if key in OPTIMISATIONS else st.get("actual")
-            fix = (f"sglang_args already give it (predicted {_show(pred)}); SGLang changed it at start-up: read "
+            fix = (f"sglang_args already give it (predicted {display_value(pred)}); SGLang changed it at start-up: read "
                    "the service log, and check the service was restarted after the last deploy")
         out.append(Check(key, expected, actual, False, source="server", reason=reason, fix=fix))
     return out

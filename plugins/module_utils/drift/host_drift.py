@@ -26,10 +26,10 @@ import os
 
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import (
     AuditError,
-    _same,
-    _show,
+    display_value,
     find_installed,
     read_server,
+    same_value,
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
@@ -105,7 +105,7 @@ def diff_settings(desired: dict, actual: dict) -> list[tuple[str, object, object
     """[(field, desired, actual)] for each setting that differs, is missing or is extra (sorted)."""
     out = []
     for key in sorted(set(desired) | set(actual)):
-        if key in desired and key in actual and _same(desired[key], actual[key]):
+        if key in desired and key in actual and same_value(desired[key], actual[key]):
             continue
         out.append((key, desired.get(key), actual.get(key)))
     return out
@@ -217,8 +217,8 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
                                 " ".join(redact_argv(running["sglang_argv"]))))
             if pending:
                 items.append(_item("pending restart (the unit on disk differs from the running process)",
-                                   "; ".join(f"{k} {_show(u)} (unit)" for k, u, _ in pending),
-                                   "; ".join(f"{k} {_show(r)} (running)" for k, _, r in pending),
+                                   "; ".join(f"{k} {display_value(u)} (unit)" for k, u, _ in pending),
+                                   "; ".join(f"{k} {display_value(r)} (running)" for k, _, r in pending),
                                    f"{deploy} (renders the inventory's unit and restarts {service})"))
     elif unit.get("argv") is not None:
         ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
@@ -237,7 +237,7 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
             for key in sorted(want):
                 if key in SECRET_FIELDS or key in differs or key not in resolved:
                     continue
-                if not _same(want[key], resolved[key]):
+                if not same_value(want[key], resolved[key]):
                     items.append(_item(f"resolved {key}", want[key], resolved[key],
                                        f"SGLang changed it at start-up: read journalctl -u {service}; "
                                        "audit.yml says why"))
@@ -245,7 +245,7 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
 
 
 def item_line(host: str, item: dict) -> str:
-    return (f"{host}: {item['what']}: desired {_show(item['desired'])}, actual {_show(item['actual'])}"
+    return (f"{host}: {item['what']}: desired {display_value(item['desired'])}, actual {display_value(item['actual'])}"
             f" -> fix: {item['fix']}")
 
 

@@ -58,9 +58,9 @@ from .model import (
     UnknownLayout,
     UnsupportedPython,
 )
-from .model import _vtuple as _vtuple  # for the tests
-from .parser import _human_readable_int as _human_readable_int  # for the tests
+from .model import vtuple as vtuple  # for the tests
 from .parser import build_parser, normalise_argv, validate_argv
+from .parser import parse_human_readable_int as parse_human_readable_int  # for the tests
 from .predict import predict
 from .rules import startup_refusals
 

@@ -8,10 +8,10 @@ import functools
 import re
 
 from .model import Flag, Runtime, UnknownLayout
-from .tree import _Module, _py, _Tree, _Unresolved
+from .tree import Module, Tree, Unresolved, py_value
 
-_SA = "sglang/srt/server_args.py"
-_DEPRECATED_ACTIONS = {"DeprecatedAction", "DeprecatedStoreTrueAction", "DeprecatedStoreConstAction",
+SERVER_ARGS_PY = "sglang/srt/server_args.py"
+DEPRECATED_ACTIONS = {"DeprecatedAction", "DeprecatedStoreTrueAction", "DeprecatedStoreConstAction",
                        "DeprecatedAliasStoreAction"}
 
 
@@ -19,10 +19,10 @@ def _names_of(node) -> str:
     return ast.unparse(node)
 
 
-class _Extractor:
-    def __init__(self, tree: _Tree):
+class Extractor:
+    def __init__(self, tree: Tree):
         self.tree = tree
-        self.sa = tree.module(_SA)
+        self.sa = tree.module(SERVER_ARGS_PY)
         if self.sa is None:
             raise UnknownLayout(f"{tree.pkg}: no sglang/srt/server_args.py; is this an sglang package?")
         self.flags: list[Flag] = []
@@ -63,15 +63,15 @@ class _Extractor:
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                 try:
                     local[st.targets[0].id] = self._eval(st.value, local)
-                except _Unresolved as e:
-                    local[st.targets[0].id] = _Unresolved(self.sa.seg(st.value))
+                except Unresolved as e:
+                    local[st.targets[0].id] = Unresolved(self.sa.seg(st.value))
                     del e
                 continue
             if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
                 call = st.value
-                if _callee(call) == "add_argument":
+                if callee(call) == "add_argument":
                     self.flags.append(self._from_add_argument(call, local, self.sa))
-                elif _callee(call) == "add_cli_args_from_dataclass":
+                elif callee(call) == "add_cli_args_from_dataclass":
                     self.flags.extend(self._from_fields())
                 continue
             for attr in ("body", "orelse", "finalbody"):
@@ -94,19 +94,19 @@ class _Extractor:
     def _default_of(self, dest: str):
         hit = self.class_defaults.get(dest)
         if hit is None:
-            raise _Unresolved(dest)
+            raise Unresolved(dest)
         mod, st = hit
         if st.value is None:
             return None
-        return _py(self.tree.eval(st.value, mod))
+        return py_value(self.tree.eval(st.value, mod))
 
     # -- manual add_argument ---------------------------------------------------------------
-    def _from_add_argument(self, call: ast.Call, local, mod: _Module) -> Flag:
+    def _from_add_argument(self, call: ast.Call, local, mod: Module) -> Flag:
         opts = []
         for a in call.args:
             try:
                 opts.append(self._eval(a, local, mod))
-            except _Unresolved:
+            except Unresolved:
                 opts.append(mod.seg(a))
         kw = {k.arg: k.value for k in call.keywords if k.arg}
         f = Flag(option_strings=list(opts), dest="", file=mod.rel, line=call.lineno)
@@ -119,10 +119,10 @@ class _Extractor:
             return None
         try:
             return self._eval(kw[key], local, mod)
-        except _Unresolved:
+        except Unresolved:
             return mod.seg(kw[key])
 
-    def _apply_kwargs(self, f: Flag, kw: dict, local, mod: _Module):
+    def _apply_kwargs(self, f: Flag, kw: dict, local, mod: Module):
         act = kw.get("action")
         if act is not None:
             f.action = act.value if isinstance(act, ast.Constant) else _last_name(act)
@@ -132,8 +132,8 @@ class _Extractor:
             f.type = None
         if "choices" in kw:
             try:
-                f.choices = list(_py(self._eval(kw["choices"], local, mod)))
-            except (_Unresolved, TypeError):
+                f.choices = list(py_value(self._eval(kw["choices"], local, mod)))
+            except (Unresolved, TypeError):
                 f.choices = Runtime(mod.seg(kw["choices"]))
         if "nargs" in kw:
             f.nargs = self._safe(kw["nargs"], local, mod)
@@ -151,7 +151,7 @@ class _Extractor:
             f.option_strings = _with_no_forms(f.option_strings)
         if "nargs" not in kw:
             f.nargs = _implicit_nargs(f.action)
-        if f.action in _DEPRECATED_ACTIONS:
+        if f.action in DEPRECATED_ACTIONS:
             new = kw.get("new_flag")
             f.deprecated_alias_of = self._safe(new, local, mod) if new is not None else None
             if f.deprecated_alias_of is None and f.action != "DeprecatedAction":
@@ -178,7 +178,7 @@ class _Extractor:
         """
         try:
             _mod, cls = self.tree.lookup(self.sa, "DeprecatedAction")
-        except _Unresolved:
+        except Unresolved:
             return None
         call = self._method(cls, "__call__") if isinstance(cls, ast.ClassDef) else None
         for st in call.body if call else []:
@@ -191,8 +191,8 @@ class _Extractor:
 
     def _safe(self, node, local, mod):
         try:
-            return _py(self._eval(node, local, mod))
-        except _Unresolved:
+            return py_value(self._eval(node, local, mod))
+        except Unresolved:
             return Runtime(mod.seg(node))
 
     def _default_for(self, f: Flag, kw, local, mod):
@@ -202,14 +202,14 @@ class _Extractor:
                     and node.value.id == "ServerArgs":
                 try:
                     return self._default_of(node.attr)
-                except _Unresolved:
+                except Unresolved:
                     return Runtime(mod.seg(node))
             if isinstance(node, ast.Attribute) and node.attr == "SUPPRESS":
                 return "==SUPPRESS=="
-            if isinstance(node, ast.Call) and _callee(node) == "_declared_default" and node.args:
+            if isinstance(node, ast.Call) and callee(node) == "_declared_default" and node.args:
                 try:
                     return self._default_of(self._eval(node.args[0], local, mod))
-                except _Unresolved:
+                except Unresolved:
                     return Runtime(mod.seg(node))
             return self._safe(node, local, mod)
         if f.action in ("store_true",):
@@ -243,14 +243,14 @@ class _Extractor:
                 out.append(f)
         return out
 
-    def _field_flag(self, name: str, mod: _Module, st: ast.AnnAssign) -> Flag | None:
+    def _field_flag(self, name: str, mod: Module, st: ast.AnnAssign) -> Flag | None:
         ann = st.annotation
         if not (isinstance(ann, ast.Subscript) and _last_name(ann.value) in ("A", "Annotated")):
             return None
         elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
         raw, meta = elts[0], None
         for e in elts[1:]:
-            if isinstance(e, ast.Call) and _callee(e) == "Arg":
+            if isinstance(e, ast.Call) and callee(e) == "Arg":
                 meta = {k.arg: k.value for k in e.keywords if k.arg}
                 if e.args:  # positional help
                     meta.setdefault("help", e.args[0])
@@ -259,7 +259,7 @@ class _Extractor:
                 continue  # NS(...), Derived(...)
             try:
                 val = self.tree.eval(e, mod)
-            except _Unresolved:
+            except Unresolved:
                 continue
             if isinstance(val, str):
                 meta = {"help": e}
@@ -275,8 +275,8 @@ class _Extractor:
         f = Flag(option_strings=names, dest=name, file=mod.rel, line=st.lineno)
         if st.value is not None:
             try:
-                f.default = _py(self.tree.eval(st.value, mod))
-            except _Unresolved:
+                f.default = py_value(self.tree.eval(st.value, mod))
+            except Unresolved:
                 f.default = Runtime(mod.seg(st.value))
         missing = st.value is None
         h = self._safe(meta["help"], None, mod) if "help" in meta else ""
@@ -284,8 +284,8 @@ class _Extractor:
 
         def set_choices(node):
             try:
-                f.choices = list(_py(self.tree.eval(node, mod)))
-            except (_Unresolved, TypeError):
+                f.choices = list(py_value(self.tree.eval(node, mod)))
+            except (Unresolved, TypeError):
                 f.choices = Runtime(mod.seg(node))
 
         if "action" in meta:
@@ -374,7 +374,7 @@ def _help_replacement(text: str) -> str | None:
     return None
 
 
-def _callee(call: ast.Call) -> str | None:
+def callee(call: ast.Call) -> str | None:
     fn = call.func
     return fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else None)
 
@@ -389,7 +389,7 @@ def _last_name(node) -> str:
     return ast.unparse(node)
 
 
-def _is_dataclass(cls: ast.ClassDef) -> bool:
+def is_dataclass(cls: ast.ClassDef) -> bool:
     return any("dataclass" in ast.unparse(d) for d in cls.decorator_list)
 
 
@@ -443,12 +443,12 @@ def _unwrap_optional(node):
     return node, False
 
 
-def _literal_values(node, tree: _Tree, mod: _Module):
+def _literal_values(node, tree: Tree, mod: Module):
     if isinstance(node, ast.Subscript) and _last_name(node.value) == "Literal":
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         try:
-            return [_py(tree.eval(e, mod)) for e in elts]
-        except _Unresolved:
+            return [py_value(tree.eval(e, mod)) for e in elts]
+        except Unresolved:
             return [ast.unparse(e) for e in elts]
     return None
 

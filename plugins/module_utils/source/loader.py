@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from . import layouts
-from .extract import _Extractor
+from .extract import Extractor
 from .model import PYTHON_FLOOR, SglangSource, UnknownLayout, UnsupportedPython
-from .rules import _extract_rules
-from .tree import _Tree
+from .rules import extract_rules
+from .tree import Tree
 
 
 def _read_version(pkg: Path) -> str:
@@ -47,8 +47,8 @@ def load_source(sglang_dir) -> SglangSource:
     if not (pkg / "srt" / "server_args.py").is_file():
         raise UnknownLayout(f"{pkg}: no srt/server_args.py; expected the installed sglang/ package folder")
     version = _read_version(pkg)
-    tree = _Tree(pkg)
-    ex = _Extractor(tree)
+    tree = Tree(pkg)
+    ex = Extractor(tree)
     layout = layouts.detect(ex)
     era = layout.name
     try:
@@ -62,5 +62,5 @@ def load_source(sglang_dir) -> SglangSource:
         raise UnknownLayout(f"{pkg}: sglang {version} era {era}: only {len(flags)} flags found; "
                             "the flag layout changed")
     src = SglangSource(path=str(pkg), version=version, era=era, flags=flags, _tree=tree)
-    src.rules = _extract_rules(src, tree)
+    src.rules = extract_rules(src, tree)
     return src

@@ -132,10 +132,10 @@ class SglangSource:
         return option in self.by_option
 
     def version_tuple(self) -> tuple:
-        return _vtuple(self.version)
+        return vtuple(self.version)
 
 
-def _vtuple(v: str) -> tuple:
+def vtuple(v: str) -> tuple:
     out = []
     for p in re.split(r"[.+]", v):
         m = re.match(r"(\d+)", p)
@@ -151,7 +151,7 @@ def _vtuple(v: str) -> tuple:
     return tuple(out)
 
 
-def _arg(src: SglangSource, args: dict, field: str, default=None):
+def arg_value(src: SglangSource, args: dict, field: str, default=None):
     """A value from args (dest or field names), else the static default of that field."""
     if field in args:
         return args[field]
@@ -165,5 +165,5 @@ def _arg(src: SglangSource, args: dict, field: str, default=None):
     return default
 
 
-def _opt(src: SglangSource, *candidates: str) -> str | None:
+def first_known_option(src: SglangSource, *candidates: str) -> str | None:
     return next((c for c in candidates if src.has(c.split(" ")[0].split("=")[0])), None)

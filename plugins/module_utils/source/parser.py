@@ -6,13 +6,13 @@ import difflib
 import json
 import re
 
-from .extract import _DEPRECATED_ACTIONS
+from .extract import DEPRECATED_ACTIONS
 from .flag_history import FLAG_HISTORY
 from .model import Problem, Runtime, SglangSource
 from .rules import startup_refusals
 
 
-def _human_readable_int(value: str) -> int:
+def parse_human_readable_int(value: str) -> int:
     """SGLang's human_readable_int: '128k' -> 128000, '1Ki' -> 1024, '25.6k' -> 25600."""
     value = value.strip()
     iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -26,7 +26,7 @@ def _human_readable_int(value: str) -> int:
     return int(value)
 
 
-_human_readable_int.__name__ = "human_readable_int"
+parse_human_readable_int.__name__ = "human_readable_int"
 
 
 def _json_list_type(value: str):
@@ -56,7 +56,7 @@ def _opaque(name: str):
 
 
 _TYPES = {"str": str, "int": int, "float": float, "json.loads": json.loads,
-          "human_readable_int": _human_readable_int, "json_list_type": _json_list_type,
+          "human_readable_int": parse_human_readable_int, "json_list_type": _json_list_type,
           "nullable_str": _nullable_str, "parse_cuda_graph_backend_arg": _parse_cuda_graph_backend_arg}
 
 
@@ -361,7 +361,7 @@ def validate_argv(src: SglangSource, argv: list[str], model_config: dict | None 
                                + (f" Use {repl} instead." if repl else " Remove it."),
                                [repl] if repl else []))
             continue
-        if flag.deprecated_alias_of or flag.action in _DEPRECATED_ACTIONS:
+        if flag.deprecated_alias_of or flag.action in DEPRECATED_ACTIONS:
             raw = flag.deprecated_alias_of
             new = _concrete_suggestion(src, raw, argv, values)
             if flag.action == "DeprecatedAction":  # warns and ignores the flag

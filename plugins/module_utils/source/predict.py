@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .model import Finding, SglangSource, _arg, _opt
+from .model import Finding, SglangSource, arg_value, first_known_option
 from .optimisations import AUTO_DISABLED, LABEL, OFF_BY_DEFAULT, ON, UNAVAILABLE
 
 # --------------------------------------------------------------------------------------
@@ -31,9 +31,9 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     arch = archs[0] if archs else ""
     sm = _sm(hardware)
     gpu = hardware.get("gpu_model") or "this GPU"
-    tp = int(_arg(src, args, "tp_size", 1) or 1)
-    nnodes = int(_arg(src, args, "nnodes", 1) or 1)
-    dp_attn = bool(_arg(src, args, "enable_dp_attention", False))
+    tp = int(arg_value(src, args, "tp_size", 1) or 1)
+    nnodes = int(arg_value(src, args, "nnodes", 1) or 1)
+    dp_attn = bool(arg_value(src, args, "enable_dp_attention", False))
     out: list[Finding] = []
 
     def rf(key):
@@ -43,7 +43,7 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     # ---- multimodal classification (configs/model_config.py)
     mm_archs = R.get("multimodal_model_archs")
     is_mm = bool(mm_archs and any(a in mm_archs.data["archs"] for a in archs))
-    lm_only = bool(_arg(src, args, "language_model_only", False)) and src.has("--language-model-only")
+    lm_only = bool(arg_value(src, args, "language_model_only", False)) and src.has("--language-model-only")
     breakable_ok = R.get("multimodal_breakable_cuda_graph_supported_model_archs")
     arch_breakable = bool(breakable_ok and any(a in breakable_ok.data["archs"] for a in archs))
 
@@ -51,8 +51,8 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     out.append(_prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf))
 
     # ---- decode CUDA graph
-    disabled = bool(_arg(src, args, "disable_cuda_graph", False)) or \
-        _arg(src, args, "cuda_graph_backend_decode") == "disabled"
+    disabled = bool(arg_value(src, args, "disable_cuda_graph", False)) or \
+        arg_value(src, args, "cuda_graph_backend_decode") == "disabled"
     if not disabled and _torch_native(src, args) and R.get("torch_native_disables_cuda_graph"):
         file, line = rf("torch_native_disables_cuda_graph")
         out.append(Finding(LABEL["cuda_graph"], AUTO_DISABLED, False, "--attention-backend torch_native: "
@@ -63,11 +63,11 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
                            value=not disabled,
                            reason=("disabled by --disable-cuda-graph / --cuda-graph-backend-decode disabled"
                                    if disabled else "captured for decode batch sizes by default"),
-                           override=_opt(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
+                           override=first_known_option(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
                            how_to_enable=None if not disabled else "remove --disable-cuda-graph"))
 
     # ---- custom all-reduce
-    car_off = bool(_arg(src, args, "disable_custom_all_reduce", False))
+    car_off = bool(arg_value(src, args, "disable_custom_all_reduce", False))
     if tp <= 1:
         out.append(Finding(LABEL["custom_all_reduce"], OFF_BY_DEFAULT, value=False,
                            reason="tp_size is 1: no tensor-parallel all-reduce",
@@ -91,7 +91,7 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
             out.append(Finding(name, OFF_BY_DEFAULT, value=False,
                                reason=f"sglang {v} has no {flag}"))
             continue
-        on = bool(_arg(src, args, field, False))
+        on = bool(arg_value(src, args, field, False))
         f = src.by_option[flag]
         out.append(Finding(name, ON if on else OFF_BY_DEFAULT, value=on,
                            reason=(f"{flag} given" if on else f"{field} defaults to False in sglang {v}"),
@@ -103,13 +103,13 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     out.append(_speculative(src, args, rf))
 
     # ---- memory fraction / context length
-    mfs = _arg(src, args, "mem_fraction_static")
+    mfs = arg_value(src, args, "mem_fraction_static")
     out.append(Finding(LABEL["mem_fraction_static"], ON, value=mfs if mfs is not None else "auto",
                        reason=("set explicitly" if mfs is not None else
                                "None by default: chosen at startup from GPU memory, tp_size and "
                                "CUDA graph settings"),
                        override="--mem-fraction-static"))
-    ctx = _arg(src, args, "context_length")
+    ctx = arg_value(src, args, "context_length")
     model_ctx = model_config.get("max_position_embeddings") or (
         model_config.get("text_config") or {}).get("max_position_embeddings")
     out.append(Finding(LABEL["context_length"], ON, value=ctx if ctx is not None else (model_ctx or "auto"),
@@ -125,8 +125,8 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
     name = LABEL["piecewise_cuda_graph"]
     if src.era == "A":
         if src.has("--enforce-piecewise-cuda-graph"):   # 0.5.10 - 0.5.13: on by default, cascade
-            enforce = bool(_arg(src, args, "enforce_piecewise_cuda_graph", False))
-            disabled = bool(_arg(src, args, "disable_piecewise_cuda_graph", False))
+            enforce = bool(arg_value(src, args, "enforce_piecewise_cuda_graph", False))
+            disabled = bool(arg_value(src, args, "disable_piecewise_cuda_graph", False))
             file, line = rf("multimodal_disables_piecewise")
             if disabled:
                 return Finding(name, OFF_BY_DEFAULT, False, "disabled by --disable-piecewise-cuda-graph",
@@ -146,7 +146,7 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
             return Finding(name, ON, True, f"on by default in sglang {v}; no auto-disable rule matched "
                            "the checked conditions (multimodal)", file, line, "--disable-piecewise-cuda-graph")
         if src.has("--enable-piecewise-cuda-graph"):    # <= 0.5.9: opt-in
-            on = bool(_arg(src, args, "enable_piecewise_cuda_graph", False))
+            on = bool(arg_value(src, args, "enable_piecewise_cuda_graph", False))
             file, line = rf("multimodal_disables_piecewise")
             if on and is_mm:
                 return Finding(name, AUTO_DISABLED, False,
@@ -160,13 +160,13 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
         return Finding(name, OFF_BY_DEFAULT, False, f"sglang {v} has no piecewise CUDA graph flags")
     # eras B / C: per-phase backend
     opt = "--cuda-graph-backend-prefill"
-    explicit = _arg(src, args, "cuda_graph_backend_prefill") if "cuda_graph_backend_prefill" in args else None
+    explicit = arg_value(src, args, "cuda_graph_backend_prefill") if "cuda_graph_backend_prefill" in args else None
     if _torch_native(src, args) and R.get("torch_native_disables_cuda_graph"):
         file, line = rf("torch_native_disables_cuda_graph")
         return Finding(name, AUTO_DISABLED, "disabled", "--attention-backend torch_native: sglang "
                        f"{v} disables both CUDA graphs for it", file, line, "--attention-backend",
                        "use a CUDA attention backend (e.g. --attention-backend flashinfer) on a GPU host")
-    if explicit is None and bool(_arg(src, args, "disable_cuda_graph", False)) and \
+    if explicit is None and bool(arg_value(src, args, "disable_cuda_graph", False)) and \
             R.get("disable_cuda_graph_disables_prefill_graph"):
         file, line = rf("disable_cuda_graph_disables_prefill_graph")
         return Finding(name, OFF_BY_DEFAULT, "disabled", "disabled by --disable-cuda-graph (it turns off "
@@ -208,7 +208,7 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
 
 def _torch_native(src, args) -> bool:
     """The host asks for SGLang's plain-torch attention (a CPU host's choice: lab/real_sglang)."""
-    return str(_arg(src, args, "attention_backend") or "").strip() == "torch_native"
+    return str(arg_value(src, args, "attention_backend") or "").strip() == "torch_native"
 
 
 def _comment_above(src, file, line) -> str | None:
@@ -232,7 +232,7 @@ def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Find
     v = src.version
     name = LABEL["flashinfer_allreduce_fusion"]
     rule = src.rules.get("flashinfer_allreduce_fusion_auto_enable")
-    override = _opt(src, "--flashinfer-allreduce-fusion-backend", "--enable-flashinfer-allreduce-fusion")
+    override = first_known_option(src, "--flashinfer-allreduce-fusion-backend", "--enable-flashinfer-allreduce-fusion")
     file, line = rf("flashinfer_allreduce_fusion_auto_enable")
     if sm is not None and sm // 10 not in (9, 10):
         if rule is None:
@@ -246,7 +246,7 @@ def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Find
         return Finding(name, UNAVAILABLE, False, f"{gpu} is SM{sm}; {why}",
                        file, line, override, None)
     if rule is None:
-        explicit = bool(_arg(src, args, "enable_flashinfer_allreduce_fusion", False))
+        explicit = bool(arg_value(src, args, "enable_flashinfer_allreduce_fusion", False))
         return Finding(name, ON if explicit else OFF_BY_DEFAULT, explicit,
                        f"sglang {v} has no auto-enable rule" if not explicit else "enabled explicitly",
                        override=override, how_to_enable=None if explicit else
@@ -269,7 +269,7 @@ def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Find
         reasons.append("H20 is excluded in this release")
     if sm is None:
         reasons.append("compute capability unknown")
-    explicit_off = bool(_arg(src, args, "enforce_disable_flashinfer_allreduce_fusion", False))
+    explicit_off = bool(arg_value(src, args, "enforce_disable_flashinfer_allreduce_fusion", False))
     if explicit_off:
         return Finding(name, OFF_BY_DEFAULT, False, "--enforce-disable-flashinfer-allreduce-fusion given",
                        file, line, override, "remove --enforce-disable-flashinfer-allreduce-fusion")
@@ -283,7 +283,7 @@ def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Find
 def _speculative(src, args, rf) -> Finding:
     v = src.version
     name = LABEL["speculative"]
-    algo = _arg(src, args, "speculative_algorithm")
+    algo = arg_value(src, args, "speculative_algorithm")
     if not algo:
         return Finding(name, OFF_BY_DEFAULT, None, "no --speculative-algorithm",
                        override="--speculative-algorithm",
@@ -296,9 +296,9 @@ def _speculative(src, args, rf) -> Finding:
     eff = "EAGLE" if converted else algo
     default = (src.rules.get("speculative_auto_params").data["default"]
                if src.rules.get("speculative_auto_params") else (3, 1, 4))
-    steps = _arg(src, args, "speculative_num_steps")
-    topk = _arg(src, args, "speculative_eagle_topk")
-    draft = _arg(src, args, "speculative_num_draft_tokens")
+    steps = arg_value(src, args, "speculative_num_steps")
+    topk = arg_value(src, args, "speculative_eagle_topk")
+    draft = arg_value(src, args, "speculative_num_draft_tokens")
     auto = steps is None or topk is None or draft is None
     if auto and eff in ("EAGLE", "EAGLE3"):
         steps = default[0] if steps is None else steps

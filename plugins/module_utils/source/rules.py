@@ -5,24 +5,24 @@ from __future__ import annotations
 import ast
 import re
 
-from .extract import _SA, _callee
-from .model import Problem, Rule, SglangSource, _arg, _opt
-from .tree import _Module, _py, _Tree, _Unresolved
+from .extract import SERVER_ARGS_PY, callee
+from .model import Problem, Rule, SglangSource, arg_value, first_known_option
+from .tree import Module, Tree, Unresolved, py_value
 
 # --------------------------------------------------------------------------------------
 # Auto-adjust rules (read from the installed source, with file + line)
 # --------------------------------------------------------------------------------------
 
 
-def _rule_files(tree: _Tree) -> list[_Module]:
-    mods = [tree.module(_SA)]
+def _rule_files(tree: Tree) -> list[Module]:
+    mods = [tree.module(SERVER_ARGS_PY)]
     ag = tree.pkg / "srt" / "arg_groups"
     if ag.is_dir():
         mods += [tree.module(f"sglang/srt/arg_groups/{p.name}") for p in sorted(ag.glob("*.py"))]
     return [m for m in mods if m is not None]
 
 
-def _enclosing_functions(mod: _Module):
+def _enclosing_functions(mod: Module):
     """(node, enclosing function name) for every node of the module."""
     stack = [(mod.ast, "")]
     while stack:
@@ -44,7 +44,7 @@ def _assigns_attr(body, needle: str, value=None) -> bool:
     return False
 
 
-def _str_list(tree: _Tree, mod: _Module, node) -> list[str] | None:
+def _str_list(tree: Tree, mod: Module, node) -> list[str] | None:
     for n in ast.walk(node):
         if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and n.elts and all(
                 isinstance(e, ast.Constant) and isinstance(e.value, str) and "For" in e.value
@@ -54,12 +54,12 @@ def _str_list(tree: _Tree, mod: _Module, node) -> list[str] | None:
             try:
                 val = tree.eval(n, mod)
                 return sorted(val) if isinstance(val, (set, frozenset)) else list(val)
-            except _Unresolved:
+            except Unresolved:
                 continue
     return None
 
 
-def _extract_rules(src: SglangSource, tree: _Tree) -> dict[str, Rule]:
+def extract_rules(src: SglangSource, tree: Tree) -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
 
     def add(key, mod, node, **data):
@@ -78,7 +78,7 @@ def _extract_rules(src: SglangSource, tree: _Tree) -> dict[str, Rule]:
                 continue
             try:
                 archs = list(tree.eval(node, mc))
-            except _Unresolved:
+            except Unresolved:
                 continue
             line = next((st.lineno for st in mc.ast.body if isinstance(st, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == key for t in st.targets)), node.lineno)
@@ -147,14 +147,14 @@ def _gated_assigns(body, attr: str, tests=()):
             yield from _gated_assigns(st.body, attr, () if isinstance(st, ast.FunctionDef) else tests)
 
 
-def _sm100_fusion_rules(tree: _Tree, rules: dict) -> None:
+def _sm100_fusion_rules(tree: Tree, rules: dict) -> None:
     """Before the generic rule (0.5.9): per-model rules that enable the fusion on SM100 only (0.5.3, 0.5.6).
 
     ``if model_arch in ["GptOssForCausalLM"]: ... if is_sm100_supported(): if not
     self.enable_dp_attention: self.enable_flashinfer_allreduce_fusion = True`` (one per model, in
     _handle_model_specific_adjustments); one Rule whose ``sites`` give each architecture its line.
     """
-    sa = tree.module(_SA)
+    sa = tree.module(SERVER_ARGS_PY)
     sites, single_node, no_dp = {}, False, False
     for cls in sa.classes.values():
         for _assign, tests in _gated_assigns(cls.body, "enable_flashinfer_allreduce_fusion"):
@@ -175,7 +175,7 @@ def _sm100_fusion_rules(tree: _Tree, rules: dict) -> None:
              "needs_no_dp_attention": no_dp, "single_node": single_node})
 
 
-def _default_prefill_backend(tree: _Tree, rules: dict) -> None:
+def _default_prefill_backend(tree: Tree, rules: dict) -> None:
     """The prefill CUDA graph backend a CUDA host gets by default (0.5.15+: ``default_prefill_backend()``
     in model_executor/cuda_graph_config.py, ``Backend.BREAKABLE if is_cuda() else ...``)."""
     mod = tree.module("sglang/srt/model_executor/cuda_graph_config.py")
@@ -185,12 +185,12 @@ def _default_prefill_backend(tree: _Tree, rules: dict) -> None:
             continue
         value = ret.value
         if isinstance(value, ast.IfExp):
-            if not (isinstance(value.test, ast.Call) and _callee(value.test) == "is_cuda"):
+            if not (isinstance(value.test, ast.Call) and callee(value.test) == "is_cuda"):
                 continue
             value = value.body
         try:
-            backend = _py(tree.eval(value, mod))
-        except _Unresolved:
+            backend = py_value(tree.eval(value, mod))
+        except Unresolved:
             continue
         if isinstance(backend, str):
             rules["default_prefill_backend"] = Rule("default_prefill_backend", mod.rel, ret.lineno,
@@ -248,7 +248,7 @@ def _handler_calls(body, archs=None, conds=()):
                 yield n, archs, list(conds)
 
 
-def _linear_attn_registrations(tree: _Tree) -> dict:
+def _linear_attn_registrations(tree: Tree) -> dict:
     """``{arch: {support_mamba_cache, support_mamba_cache_extra_buffer, file, line}}`` of every
     ``LinearAttnModelSpec(arch_names=[...], ...)`` literal in the package (the registry behind
     ``get_linear_attn_spec_by_arch``; configs/linear_attn_model_registry.py, 0.5.11+)."""
@@ -269,7 +269,7 @@ def _linear_attn_registrations(tree: _Tree) -> dict:
         mod = tree.module(str(path.relative_to(tree.root)))   # recorded (sglang_source_cache stamps it)
         rel = mod.rel
         for n in ast.walk(mod.ast):
-            if not (isinstance(n, ast.Call) and _callee(n) == "LinearAttnModelSpec"):
+            if not (isinstance(n, ast.Call) and callee(n) == "LinearAttnModelSpec"):
                 continue
             kw = {k.arg: k.value for k in n.keywords if k.arg}
             names = kw.get("arch_names")
@@ -283,7 +283,7 @@ def _linear_attn_registrations(tree: _Tree) -> dict:
     return out
 
 
-def _mamba_speculative_radix_rule(tree: _Tree, rules: dict) -> None:
+def _mamba_speculative_radix_rule(tree: Tree, rules: dict) -> None:
     """0.5.10 - 0.5.13.post1: ``ServerArgs._handle_mamba_radix_cache`` raises ValueError("Speculative
     decoding for {model_arch} is not compatible with radix cache when using
     --mamba-scheduler-strategy no_buffer ...") for a hybrid linear-attention (mamba) model when
@@ -292,7 +292,7 @@ def _mamba_speculative_radix_rule(tree: _Tree, rules: dict) -> None:
     picks extra_buffer or no_buffer itself). The architectures are read from its callers in this
     release: the ``model_arch in [...]`` branches of _handle_model_specific_adjustments that call it
     with the mamba cache supported, and the linear-attention registry (get_linear_attn_spec_by_arch)."""
-    sa = tree.module(_SA)
+    sa = tree.module(SERVER_ARGS_PY)
     cls = sa.classes.get("ServerArgs") if sa is not None else None
     if cls is None:
         return
@@ -302,7 +302,7 @@ def _mamba_speculative_radix_rule(tree: _Tree, rules: dict) -> None:
         return
     raise_node = message = None
     for n in ast.walk(handler):
-        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and _callee(n.exc) == "ValueError" \
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and callee(n.exc) == "ValueError" \
                 and n.exc.args:
             text = "".join(_fstring_text(a) for a in n.exc.args)
             if "peculative" in text and "radix cache" in text and "no_buffer" in text:
@@ -374,18 +374,18 @@ def startup_refusals(src: SglangSource, args: dict, model_config: dict | None,
         return []
     arch = archs[0]
     site = rule.data["archs"].get(arch)
-    algorithm = _arg(src, args, "speculative_algorithm")
-    strategy = _arg(src, args, "mamba_scheduler_strategy", "auto")
+    algorithm = arg_value(src, args, "speculative_algorithm")
+    strategy = arg_value(src, args, "mamba_scheduler_strategy", "auto")
     if strategy == "auto":
         strategy = rule.data.get("auto_strategy")
-    if site is None or not algorithm or _arg(src, args, "disable_radix_cache", False) \
+    if site is None or not algorithm or arg_value(src, args, "disable_radix_cache", False) \
             or strategy != "no_buffer" or _rocm(hardware):   # ROCm: disables the radix cache itself
         return []
     sa = rule.file
     via = f"reached from :{site['line']} for {arch}" + (
         f", registered at {site['registered']}" if site.get("registered") else "")
     said = rule.data["message"].replace("{model_arch}", arch)
-    strategy_opt = _opt(src, "--mamba-scheduler-strategy")
+    strategy_opt = first_known_option(src, "--mamba-scheduler-strategy")
     extra = site.get("extra_buffer") and strategy_opt is not None and any(
         "extra_buffer" in str(c) for c in (src.by_option[strategy_opt].choices or []))
     fix = "add disable_radix_cache: true to sglang_args (prefix caching off)"
@@ -395,7 +395,7 @@ def startup_refusals(src: SglangSource, args: dict, model_config: dict | None,
                    else ""))
     msg = (f"{arch} is a hybrid linear-attention (mamba) model, and sglang {src.version} does not run "
            f"speculative decoding (--speculative-algorithm {algorithm}) with its radix cache under "
-           f"--mamba-scheduler-strategy no_buffer ({'the default' if _arg(src, args, 'mamba_scheduler_strategy', 'auto') == 'auto' else 'as given'}): "
+           f"--mamba-scheduler-strategy no_buffer ({'the default' if arg_value(src, args, 'mamba_scheduler_strategy', 'auto') == 'auto' else 'as given'}): "
            f"{sa}:{rule.line} ({rule.data['function']}, {via}) raises 'ValueError: {said}' at start. "
            f"Fix: {fix}.")
     sugg = ["--disable-radix-cache"] + ([f"{strategy_opt} extra_buffer"] if extra else [])

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 
-class _Unresolved(Exception):
+class Unresolved(Exception):
     pass
 
 
-class _Module:
+class Module:
     """One parsed source file: module-level assignments, imports and classes."""
 
-    def __init__(self, tree: _Tree, rel: str):
+    def __init__(self, tree: Tree, rel: str):
         self.rel = rel
         self.text = (tree.root / rel).read_text(encoding="utf-8", errors="replace")
         self.ast = ast.parse(self.text)
@@ -52,28 +52,28 @@ class _Module:
         return ast.get_source_segment(self.text, node) or ast.unparse(node)
 
 
-class _Tree:
+class Tree:
     """The installed ``sglang/`` package: lazily parsed modules, static evaluation."""
 
     def __init__(self, sglang_dir: Path):
         self.pkg = sglang_dir
         self.root = sglang_dir.parent
-        self._mods: dict[str, _Module | None] = {}
+        self._mods: dict[str, Module | None] = {}
 
-    def module(self, dotted_or_rel: str) -> _Module | None:
+    def module(self, dotted_or_rel: str) -> Module | None:
         rel = dotted_or_rel
         if not rel.endswith(".py"):
             base = rel.replace(".", "/")
             rel = base + ".py" if (self.root / (base + ".py")).is_file() else base + "/__init__.py"
         if rel not in self._mods:
-            self._mods[rel] = _Module(self, rel) if (self.root / rel).is_file() else None
+            self._mods[rel] = Module(self, rel) if (self.root / rel).is_file() else None
         return self._mods[rel]
 
     # -- static evaluation ------------------------------------------------------------
-    def lookup(self, mod: _Module, name: str, depth: int = 0):
+    def lookup(self, mod: Module, name: str, depth: int = 0):
         """(module, node) that defines ``name`` as seen from ``mod``."""
         if depth > 8:
-            raise _Unresolved(name)
+            raise Unresolved(name)
         if name in mod.assigns:
             return mod, mod.assigns[name]
         if name in mod.classes:
@@ -84,12 +84,12 @@ class _Tree:
                 other = self.module(src_mod)
                 if other is not None:
                     return self.lookup(other, src_name, depth + 1)
-        raise _Unresolved(name)
+        raise Unresolved(name)
 
-    def eval(self, node, mod: _Module, local: dict | None = None, depth: int = 0):
-        """Evaluate a constant-ish expression; raise _Unresolved when it needs run time."""
+    def eval(self, node, mod: Module, local: dict | None = None, depth: int = 0):
+        """Evaluate a constant-ish expression; raise Unresolved when it needs run time."""
         if depth > 30:
-            raise _Unresolved("depth")
+            raise Unresolved("depth")
         ev = functools.partial(self.eval, mod=mod, local=local, depth=depth + 1)
         if isinstance(node, ast.Constant):
             return node.value
@@ -114,7 +114,7 @@ class _Tree:
                 try:
                     return ops[type(node.op)](left, right)
                 except TypeError as e:
-                    raise _Unresolved("binop") from e
+                    raise Unresolved("binop") from e
         if isinstance(node, ast.JoinedStr):
             parts = []
             for v in node.values:
@@ -126,7 +126,7 @@ class _Tree:
         if isinstance(node, ast.Name):
             if local is not None and node.id in local:
                 val = local[node.id]
-                if isinstance(val, _Unresolved):
+                if isinstance(val, Unresolved):
                     raise val
                 return val
             if node.id in ("None", "True", "False"):
@@ -141,7 +141,7 @@ class _Tree:
                 return base.attr(self, node.attr, depth)
             if node.attr == "value" and isinstance(base, _EnumMember):
                 return base.value
-            raise _Unresolved(node.attr)
+            raise Unresolved(node.attr)
         if isinstance(node, ast.Call):
             fname = node.func.id if isinstance(node.func, ast.Name) else (
                 node.func.attr if isinstance(node.func, ast.Attribute) else None)
@@ -181,7 +181,7 @@ class _Tree:
                     out.append(self.eval(node.elt, mod, {**(local or {}), gen.target.id: item},
                                          depth + 1))
                 return out
-        raise _Unresolved(type(node).__name__)
+        raise Unresolved(type(node).__name__)
 
 
 @dataclasses.dataclass
@@ -193,7 +193,7 @@ class _EnumMember:
 class _ClassRef:
     """A class seen during evaluation: attribute access reads its class-level assignments."""
 
-    def __init__(self, mod: _Module, node: ast.ClassDef):
+    def __init__(self, mod: Module, node: ast.ClassDef):
         self.mod, self.node = mod, node
 
     def _body(self):
@@ -210,29 +210,29 @@ class _ClassRef:
     def is_enum(self):
         return any("Enum" in ast.unparse(b) for b in self.node.bases)
 
-    def attr(self, tree: _Tree, name: str, depth: int):
+    def attr(self, tree: Tree, name: str, depth: int):
         body = self._body()
         if name not in body:
-            raise _Unresolved(name)
+            raise Unresolved(name)
         local = _ClassLocals(self, tree, body, depth)
         if self.is_enum():
             return _EnumMember(name, tree.eval(body[name], self.mod, local, depth + 1))
         return tree.eval(body[name], self.mod, local, depth + 1)
 
-    def enum_members(self, tree: _Tree):
+    def enum_members(self, tree: Tree):
         if not self.is_enum():
-            raise _Unresolved("not an enum")
+            raise Unresolved("not an enum")
         return [_EnumMember(k, tree.eval(v, self.mod)) for k, v in self._body().items()
                 if not k.startswith("_")]
 
-    def members(self, tree: _Tree):
+    def members(self, tree: Tree):
         return self.enum_members(tree)
 
 
 class _ClassLocals(dict):
     """Names visible inside a class body (other class attributes), evaluated on demand."""
 
-    def __init__(self, ref: _ClassRef, tree: _Tree, body: dict, depth: int):
+    def __init__(self, ref: _ClassRef, tree: Tree, body: dict, depth: int):
         super().__init__()
         self.ref, self.tree, self.body, self.depth = ref, tree, body, depth
 
@@ -241,18 +241,18 @@ class _ClassLocals(dict):
 
     def __getitem__(self, key):
         if self.depth > 20:
-            raise _Unresolved(key)
+            raise Unresolved(key)
         return self.tree.eval(self.body[key], self.ref.mod, self, self.depth + 1)
 
 
-def _py(v):
+def py_value(v):
     """An evaluated value as plain Python (enum members -> their value)."""
     if isinstance(v, _EnumMember):
         return v.value
     if isinstance(v, list):
-        return [_py(x) for x in v]
+        return [py_value(x) for x in v]
     if isinstance(v, tuple):
-        return tuple(_py(x) for x in v)
+        return tuple(py_value(x) for x in v)
     if isinstance(v, (set, frozenset)):  # a set's order changes with each process's hash seed: sort it
-        return sorted((_py(x) for x in v), key=lambda x: (type(x).__name__, str(x)))
+        return sorted((py_value(x) for x in v), key=lambda x: (type(x).__name__, str(x)))
     return v

@@ -17,7 +17,7 @@ BY_NAME = {layout.name: layout for layout in LAYOUTS}
 
 
 def detect(ex) -> Layout:
-    """The layout of the parsed server_args.py (``ex``: extract._Extractor), or UnknownLayout saying
+    """The layout of the parsed server_args.py (``ex``: extract.Extractor), or UnknownLayout saying
     what is missing."""
     for layout in LAYOUTS:
         if layout.detect(ex):

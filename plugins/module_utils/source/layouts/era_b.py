@@ -2,7 +2,7 @@
 ``add_cli_args_from_dataclass``; deprecated aliases still added by hand (``parser.add_argument``)."""
 from __future__ import annotations
 
-from ..extract import _callee
+from ..extract import callee
 from .base import Layout, add_cli_args, calls_in
 
 
@@ -12,7 +12,7 @@ class EraB(Layout):
 
     def detect(self, ex) -> bool:
         add = add_cli_args(ex)
-        return add is not None and any(_callee(c) == "add_cli_args_from_dataclass" for c in calls_in(add))
+        return add is not None and any(callee(c) == "add_cli_args_from_dataclass" for c in calls_in(add))
 
 
 LAYOUT = EraB()

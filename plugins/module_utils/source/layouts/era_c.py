@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from ..model import UnknownLayout
-from ..tree import _Unresolved
+from ..tree import Unresolved
 from .base import Layout
 
 
@@ -25,7 +25,7 @@ class EraC(Layout):
                 raise UnknownLayout(f"{ex.sa.rel}: _INPUT_NAMESPACES entry {ast.unparse(e)} is not a name")
             try:
                 m, cls = ex.tree.lookup(ex.sa, e.id)
-            except _Unresolved as exc:
+            except Unresolved as exc:
                 raise UnknownLayout(f"{ex.sa.rel}: cannot find class {e.id} of _INPUT_NAMESPACES") from exc
             if not isinstance(cls, ast.ClassDef):
                 raise UnknownLayout(f"{ex.sa.rel}: {e.id} in _INPUT_NAMESPACES is not a class")
