@@ -20,20 +20,18 @@ It is NOT SGLang: no model runs and the text is "A".."Z" cycling. What it reprod
 * the endpoints and field names of the real server, streaming as SSE, Prometheus ``/metrics``;
 * decode speed from the roofline below, paced with real sleeps.
 
-Throughput model (single stream, tokens/s)::
+Throughput model: data, the config file's `surface` section over SURFACE_DEFAULTS (README "Response
+surface")::
 
-    passes/s   = eff_bw * tp / weight_bytes * SIM_EFFICIENCY      eff_bw = 0.85 * hbm_bandwidth_gbs
-    tok/s      = passes/s * accept_len / (1 + DRAFT_STEP_COST * spec_steps) * degrade_factor * slow_release
-    accept_len = 1 + sum(PER_TOKEN_ACCEPT ** i, i = 1..min(steps, draft_tokens - 1))   (off: 1.0)
-    batch b    : per-stream tok/s divided by 1 + BATCH_COST_PER_DOUBLING * log2(b)
-    TTFT       = (1 + prompt_tokens / PREFILL_TOKENS_PER_PASS) / passes/s
+    passes/s   = bandwidth_efficiency * hbm_bandwidth_gbs * tp / weight_bytes * efficiency
+    tok/s at b = passes/s * accept(b) / (1 + draft_step_cost * steps) / (1 + batch_cost_per_doubling * log2 b)
+                 * effects' decode * degrade_factor * slow_release   (* no_cuda_graph_decode past the graphs)
+    accept     = 1 + sum over k <= min(steps, draft - 1) of prod_{i<=k} accept_first * accept_decay ** (i - 1)
+    TTFT       = (chunks + prompt_tokens / prefill_tokens_per_pass) / passes/s * effects' ttft
 
-PER_TOKEN_ACCEPT = 0.85 gives accept length 1.85 for 1 step and 3.19 for 3 steps / 4 draft
-tokens. SIM_EFFICIENCY (0.47, the "real-world overhead": all-reduce, KV cache, attention,
-sampling, scheduling) and DRAFT_STEP_COST (0.115: one MTP/EAGLE draft step costs ~11.5 % of a
-target forward) were fitted to the seeds' ct129 host (2x A6000 768 GB/s, Qwen3.6-27B, 27 GB):
-NEXTN 3/1/4 -> 53.8 tok/s (measured 50-57), 1-step MTP -> 37.7 tok/s (measured ~35-40);
-no speculation -> 22.7 tok/s. Batch 8 costs 1.05x batch 1, batch 64 1.10x (H200 measurements).
+Settings that do not fit (the memory model, or a `limits` rule) fail at start-up as SGLang's scheduler
+does (startup_failure). Defaults: ct129 (2x A6000, 27 GB, NEXTN 3/1/4) 53.4 tok/s (measured 50-57),
+1-step MTP 38.7 (measured ~35-40), no speculation 22.7; single stream peaks at 4 steps.
 
 Token counting: prompt tokens = whitespace-separated words of the text (chat: of every message's
 text), or len(input_ids); at least 1. Output: exactly max_new_tokens / max_tokens tokens
@@ -62,15 +60,8 @@ DEFAULT_CONFIG = "/etc/sglang-sim/config.json"
 FAULT_KNOBS = ("never_healthy", "slow_start_s", "degrade_factor", "disable_optimization", "crash_after_requests",
                "rendezvous_timeout_s", "noise_cv", "noise_seed", "slow_release")
 
-BW_EFFICIENCY = 0.85
-SIM_EFFICIENCY = 0.47
-DRAFT_STEP_COST = 0.115
-PER_TOKEN_ACCEPT = 0.85
-BATCH_COST_PER_DOUBLING = 0.05 / 3
-PREFILL_TOKENS_PER_PASS = 100
 DEFAULT_LOAD_S = 1.0
 DEFAULT_TOKEN_CAPACITY = 262144
-NO_CUDA_GRAPH_FACTOR = 0.7
 
 # argparse dests that ServerArgs.from_cli_args renames (era A).
 ALIAS_DESTS = {
@@ -277,6 +268,7 @@ def load_sim_config() -> dict:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SimError(f"sglang-sim: noise_seed is {seed!r}: it must be a whole number")
     cfg["slow_release"] = slow_releases(cfg.get("slow_release"))
+    cfg["surface"] = load_surface(cfg.get("surface"))
     return cfg
 
 
@@ -361,15 +353,6 @@ def server_args_log_line(version: str, resolved: dict) -> str:
     if version_tuple(version) >= ARGS_LOGGED_AS_DICT_SINCE:
         return f"server_args={resolved!r}"
     return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in resolved.items()) + ")"
-
-
-def accept_length(steps, topk, draft) -> float:
-    if not steps:
-        return 1.0
-    depth = int(steps)
-    if draft:
-        depth = min(depth, max(int(draft) - 1, 0))
-    return round(1.0 + sum(PER_TOKEN_ACCEPT ** i for i in range(1, depth + 1)), 4)
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -549,6 +532,244 @@ def apply_faults(resolved: dict, cfg: dict) -> None:
                        "this SGLang version (neither disable_<name> nor enable_<name>)")
 
 
+# ----------------------------------------------------------------------------- response surface
+# How each setting moves decode speed, TTFT and memory: data, in the config file's `surface` section
+# (README "Response surface"), over these defaults. Sources per key in the README; in short:
+# speculative acceptance from SGLang PR #3582 (NextN ~1.9 accept length at 1 step) and the seeds'
+# Qwen3.6-27B (3 steps / 4 draft tokens: accept length 3.0-3.5, 50-57 tok/s; 1 step ~35-40 tok/s);
+# the memory model is SGLang's own reserved-memory estimate (0.5.11 srt/server_args.py:1434-1480).
+SURFACE_DEFAULTS = {
+    "bandwidth_efficiency": 0.85,        # share of datasheet HBM bandwidth batch-1 decode reaches
+    "efficiency": 0.47,                  # real-world overhead (all-reduce, KV, sampling), fitted to ct129
+    "batch_cost_per_doubling": 0.05 / 3,  # batch 8 costs 1.05x batch 1 (H200 measurements)
+    "prefill_tokens_per_pass": 100,      # TTFT: one pass per this many prompt tokens, plus one per chunk
+    "no_cuda_graph_decode": 0.7,         # decode speed without decode CUDA graphs (or above their max bs)
+    "speculative": {
+        "accept_first": 0.9,             # P(draft token 1 accepted)
+        "accept_decay": 0.9,             # each deeper draft position: conditional acceptance x this
+        "topk_recall": 0.25,             # each doubling of topk recovers this share of a position's misses
+        "draft_step_cost": 0.115,        # one draft step's time, as a share of a target forward
+        "batch_fade_per_doubling": 0.0,  # the speculative gain (accept length - 1) / (1 + this * log2 batch)
+    },
+    "memory": {
+        "gpu_memory_mib": None,          # per GPU; None: from GPU_MEMORY_MIB by gpu_model
+        "activation_share": 0.4,         # the run-time memory needed, as a share of SGLang's own estimate
+    },
+    "effects": [],                       # [{setting, equals|above|below, multimodal?, decode?, ttft?}]
+    "limits": [],                        # [{setting, equals|above|below, fails: cuda_oom|not_enough_memory|crash}]
+}
+RULE_KEYS = {"setting", "equals", "above", "below", "multimodal", "decode", "ttft", "fails", "message"}
+FAILURES = ("cuda_oom", "not_enough_memory", "crash")
+# nvidia-smi's memory.total of the GPUs the lab declares (MiB); an unknown GPU: no memory checks.
+GPU_MEMORY_MIB = {"A6000": 49140, "H100": 81559, "H200": 143771, "A100": 81920, "L40S": 46068}
+
+
+def load_surface(raw) -> dict:
+    """The config file's `surface` section over SURFACE_DEFAULTS; an unknown key or rule exits 1."""
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise SimError("sglang-sim: surface must be an object (README: Response surface)")
+    out = json.loads(json.dumps(SURFACE_DEFAULTS))
+    for key, value in raw.items():
+        if key not in out:
+            raise SimError(f"sglang-sim: surface.{key} is not a key of the surface "
+                           f"({', '.join(SURFACE_DEFAULTS)})")
+        if isinstance(out[key], dict):
+            unknown = set(value or {}) - set(out[key])
+            if unknown:
+                raise SimError(f"sglang-sim: surface.{key} has unknown keys {sorted(unknown)} "
+                               f"(known: {', '.join(out[key])})")
+            out[key].update(value or {})
+        elif isinstance(out[key], list):
+            out[key] = [_checked_rule(key, rule) for rule in value or []]
+        else:
+            out[key] = value
+    return out
+
+
+def _checked_rule(section: str, rule) -> dict:
+    if not isinstance(rule, dict) or "setting" not in rule or set(rule) - RULE_KEYS:
+        raise SimError(f"sglang-sim: surface.{section}: {rule!r} is not a rule "
+                       f"(keys: {', '.join(sorted(RULE_KEYS))}; `setting` required)")
+    if section == "limits" and rule.get("fails") not in FAILURES:
+        raise SimError(f"sglang-sim: surface.limits: {rule!r} needs fails: one of {', '.join(FAILURES)}")
+    return rule
+
+
+def rule_applies(rule: dict, resolved: dict, multimodal: bool) -> bool:
+    """A rule holds when its setting equals / is above / is below the value (all that it names), and,
+    with `multimodal`, when the model is (or is not) one SGLang classifies as multimodal."""
+    value = resolved.get(rule["setting"])
+    if "multimodal" in rule and bool(rule["multimodal"]) != multimodal:
+        return False
+    if "equals" in rule and value != rule["equals"]:
+        return False
+    for key, holds in (("above", lambda v, x: v > x), ("below", lambda v, x: v < x)):
+        if key in rule and not (isinstance(value, (int, float)) and holds(value, rule[key])):
+            return False
+    return True
+
+
+def effect_factors(surface: dict, resolved: dict, multimodal: bool) -> tuple:
+    """The product of the applying effects' (decode, ttft) factors."""
+    decode = ttft = 1.0
+    for rule in surface["effects"]:
+        if rule_applies(rule, resolved, multimodal):
+            decode *= float(rule.get("decode", 1.0))
+            ttft *= float(rule.get("ttft", 1.0))
+    return decode, ttft
+
+
+def accept_length(steps, topk, draft, spec: dict = SURFACE_DEFAULTS["speculative"]) -> float:
+    """1 + the expected accepted draft tokens of a chain `min(steps, draft - 1)` deep: position k is
+    accepted with accept_first * accept_decay ** (k - 1) given the ones before it; topk > 1 recovers
+    topk_recall of each position's misses per doubling (a tree's alternatives)."""
+    if not steps:
+        return 1.0
+    depth = int(steps)
+    if draft:
+        depth = min(depth, max(int(draft) - 1, 0))
+    miss_kept = (1 - float(spec["topk_recall"])) ** math.log2(max(int(topk or 1), 1))
+    total, reach = 1.0, 1.0
+    for k in range(1, depth + 1):
+        p = float(spec["accept_first"]) * float(spec["accept_decay"]) ** (k - 1)
+        reach *= 1 - (1 - p) * miss_kept
+        total += reach
+    return round(total, 4)
+
+
+def faded_accept(accept: float, batch: int, spec: dict) -> float:
+    """The accept length at a batch: the gain over 1 divided by 1 + batch_fade_per_doubling * log2(batch)."""
+    return 1 + (accept - 1) / (1 + float(spec["batch_fade_per_doubling"]) * math.log2(max(batch, 1)))
+
+
+# ----------------------------------------------------------------------------- memory and start-up failures
+# Settings that do not fit fail where SGLang fails: in the scheduler, after the weights load. The real
+# scheduler logs "Scheduler hit an exception: <traceback>" and sends SIGQUIT to the launcher (0.5.11
+# srt/managers/scheduler.py:3936-3939, 0.5.23 :6370-6373), whose handler logs "Received sigquit from a
+# child process. It usually means the child failed." and kills its own process tree, itself with SIGKILL
+# (0.5.11 srt/entrypoints/engine.py:1185-1191 + srt/utils/common.py kill_process_tree `itself.kill()`;
+# 0.5.23 engine.py:1976-1982, common.py:2547-2549): the unit dies of signal 9.
+# `raise RuntimeError(msg)` of MemoryPoolConfig.__post_init__, srt/model_executor/pool_configurator.py, by
+# release (the nearest at or below is used).
+NOT_ENOUGH_MEMORY_AT = {(0, 5, 11): 44, (0, 5, 13): 56, (0, 5, 16): 67, (0, 5, 18): 77, (0, 5, 20): 95,
+                        (0, 5, 23): 99}
+# The decode CUDA graph runner's `raise Exception(f"Capture cuda graph failed: ...")` and its hint
+# CUDA_GRAPH_CAPTURE_FAILED_MSG (0.5.11 cuda_graph_runner.py:1431-1438; from 0.5.16
+# runner_backend_utils/__init__.py:14-21, naming --cuda-graph-max-bs-decode).
+GRAPH_CAPTURE_AT = {(0, 5, 11): ("srt/model_executor/cuda_graph_runner.py", 717),
+                    (0, 5, 13): ("srt/model_executor/cuda_graph_runner.py", 629),
+                    (0, 5, 16): ("srt/model_executor/runner/decode_cuda_graph_runner.py", 410),
+                    (0, 5, 18): ("srt/model_executor/runner/decode_cuda_graph_runner.py", 464),
+                    (0, 5, 20): ("srt/model_executor/runner/decode_cuda_graph_runner.py", 467),
+                    (0, 5, 23): ("srt/model_executor/runner/decode_cuda_graph_runner.py", 603)}
+GRAPH_HINT_SPLIT_SINCE = (0, 5, 16)
+GRAPH_HINT_OLD = ("Possible solutions:\n"
+                  "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+                  "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+                  "3. disable torch compile by not using --enable-torch-compile\n"
+                  "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+                  "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n")
+GRAPH_HINT_NEW = ("Possible solutions:\n"
+                  "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+                  "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
+                  "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
+                  "(Not recommended. Huge performance loss)\n"
+                  "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n")
+
+
+def gpu_memory_mib(hardware: dict, surface: dict):
+    given = surface["memory"].get("gpu_memory_mib")
+    if given:
+        return float(given)
+    name = str(hardware.get("gpu_model") or "")
+    return next((float(mib) for key, mib in GPU_MEMORY_MIB.items() if key in name), None)
+
+
+def graph_max_bs(resolved: dict):
+    """The decode CUDA graphs' largest batch as given: --cuda-graph-max-bs, --cuda-graph-max-bs-decode (0.5.23)."""
+    return resolved.get("cuda_graph_max_bs") or resolved.get("cuda_graph_max_bs_decode")
+
+
+def graph_and_chunk_defaults(resolved: dict, gpu_mib: float) -> tuple:
+    """cuda_graph_max_bs and chunked_prefill_size as given, else SGLang's defaults by GPU memory (0.5.11
+    srt/server_args.py:1318-1381; later releases keep the table)."""
+    tp = int(resolved.get("tp_size") or 1)
+    table = ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 8192, 256, 512),
+             (160, 8192, 256, 512), (float("inf"), 16384, 512, 512))
+    chunk, bs_small, bs_large = next((c, s, bl) for gb, c, s, bl in table if gpu_mib < gb * 1024)
+    max_bs = graph_max_bs(resolved) or (bs_small if tp < 4 else bs_large)
+    return int(max_bs), int(resolved.get("chunked_prefill_size") or chunk)
+
+
+def runtime_memory_mib(resolved: dict, gpu_mib: float, surface: dict) -> float:
+    """The memory outside the static pool a start needs: SGLang's own estimate of it (reserved_mem, 0.5.11
+    srt/server_args.py:1434-1476: 512 + 1.5 per chunked-prefill token + 2 per graph batch size + 1024 per 8
+    ranks, 4096 more for an EAGLE draft) times the surface's activation_share (the estimate is the safety
+    margin of SGLang's default mem_fraction_static, not the need)."""
+    max_bs, chunk = graph_and_chunk_defaults(resolved, gpu_mib)
+    tp, pp = int(resolved.get("tp_size") or 1), int(resolved.get("pp_size") or 1)
+    reserved = 512 + max(chunk, 2048) * 1.5 + max_bs * 2 + tp * pp / 8 * 1024
+    if resolved.get("speculative_algorithm") not in (None, "NGRAM"):
+        reserved += 4 * 1024
+    return reserved * float(surface["memory"]["activation_share"])
+
+
+def at_release(table: dict, v: tuple):
+    """The entry of the nearest release at or below v (the oldest for older ones)."""
+    return table[max((k for k in table if k <= v), default=min(table))]
+
+
+def scheduler_failure(kind: str, version: str, resolved: dict, detail: str = "") -> str:
+    """The service log's tail when the scheduler fails at start-up with `kind` (FAILURES)."""
+    v = version_tuple(version)
+    mfs = resolved.get("mem_fraction_static")
+    if kind == "not_enough_memory":
+        line = at_release(NOT_ENOUGH_MEMORY_AT, v)
+        tail = (f'  File "sglang/srt/model_executor/pool_configurator.py", line {line}, in __post_init__\n'
+                "    raise RuntimeError(msg)\n"
+                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                f"Current value: mem_fraction_static={mfs}")
+    elif kind == "cuda_oom":
+        runner = at_release(GRAPH_CAPTURE_AT, v)
+        hint = GRAPH_HINT_NEW if v >= GRAPH_HINT_SPLIT_SINCE else GRAPH_HINT_OLD
+        # torch's allocator message (c10/cuda/CUDACachingAllocator.cpp), shortened to its first sentence
+        tail = (f'  File "sglang/{runner[0]}", line {runner[1]}, in __init__\n'
+                "    raise Exception(\n"
+                f"Exception: Capture cuda graph failed: CUDA out of memory. {detail}\n{hint}")
+    else:
+        tail = f"RuntimeError: {detail or 'scheduler crashed (sglang-sim surface limit)'}"
+    return ("Scheduler hit an exception: Traceback (most recent call last):\n" + tail + "\n"
+            "Received sigquit from a child process. It usually means the child failed.")
+
+
+def startup_failure(resolved: dict, hardware: dict, weight_bytes: int, surface: dict, multimodal: bool,
+                    version: str) -> str | None:
+    """The scheduler's failure for these settings, or None: a `limits` rule that holds, else the memory
+    model: the static pool (mem_fraction_static of a GPU) must hold the weights' share and some KV cache,
+    the rest the run-time memory (runtime_memory_mib)."""
+    for rule in surface["limits"]:
+        if rule_applies(rule, resolved, multimodal):
+            detail = rule.get("message") or f"{rule['setting']}={resolved.get(rule['setting'])!r}"
+            if rule["fails"] == "cuda_oom":
+                detail = rule.get("message") or "Tried to allocate 2.00 GiB."
+            return scheduler_failure(rule["fails"], version, resolved, detail)
+    gpu_mib = gpu_memory_mib(hardware, surface)
+    mfs = resolved.get("mem_fraction_static")
+    if not gpu_mib or not isinstance(mfs, (int, float)):
+        return None
+    weights_mib = weight_bytes / 2**20 / max(int(resolved.get("tp_size") or 1), 1)
+    if mfs * gpu_mib <= weights_mib:
+        return scheduler_failure("not_enough_memory", version, resolved)
+    need, free = runtime_memory_mib(resolved, gpu_mib, surface), (1 - mfs) * gpu_mib
+    if need > free:
+        gib = 2**10
+        return scheduler_failure("cuda_oom", version, resolved,
+                                 f"Tried to allocate {(need - free) / gib + 0.25:.2f} GiB. GPU 0 has a total "
+                                 f"capacity of {gpu_mib / gib:.2f} GiB of which {free / gib:.2f} GiB is free.")
+    return None
+
+
 # ----------------------------------------------------------------------------- engine
 
 
@@ -593,20 +814,25 @@ class Engine:
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
-        r = resolved
+        r, surface = resolved, cfg.get("surface") or load_surface(None)
+        self.surface, self.spec = surface, surface["speculative"]
         spec_on = bool(r.get("speculative_algorithm"))
         self.steps = int(r.get("speculative_num_steps") or 0) if spec_on else 0
         self.accept_len = accept_length(self.steps, r.get("speculative_eagle_topk"),
-                                        r.get("speculative_num_draft_tokens"))
+                                        r.get("speculative_num_draft_tokens"), self.spec)
         tp = int(r.get("tp_size") or 1)
-        eff_bw = BW_EFFICIENCY * float(hardware["hbm_bandwidth_gbs"]) * 1e9
-        self.passes_per_s = eff_bw * tp / weight_bytes * SIM_EFFICIENCY
-        if r.get("disable_cuda_graph"):
-            self.passes_per_s *= NO_CUDA_GRAPH_FACTOR
-        self.single_stream = (self.passes_per_s * self.accept_len
-                              / (1 + DRAFT_STEP_COST * self.steps)
-                              * float(cfg.get("degrade_factor", 1.0) or 1.0)
-                              * (cfg.get("slow_release") or {}).get(version, 1.0))
+        eff_bw = float(surface["bandwidth_efficiency"]) * float(hardware["hbm_bandwidth_gbs"]) * 1e9
+        self.passes_per_s = eff_bw * tp / weight_bytes * float(surface["efficiency"])
+        multimodal = (model_config.get("architectures") or [""])[0] in MULTIMODAL_ARCHS
+        decode, self.ttft_factor = effect_factors(surface, r, multimodal)
+        self.speed = (decode * float(cfg.get("degrade_factor", 1.0) or 1.0)
+                      * (cfg.get("slow_release") or {}).get(version, 1.0))
+        self.graphs_off = bool(r.get("disable_cuda_graph"))
+        self.graph_max_bs = graph_max_bs(r)     # unset: no limit (SGLang's default not modelled here)
+        self.chunk = int(r.get("chunked_prefill_size") or 0)
+        self.slots = threading.BoundedSemaphore(int(r["max_running_requests"])) \
+            if r.get("max_running_requests") else None
+        self.single_stream = self.rate(1)
         self.capacity = int(r.get("max_total_tokens") or DEFAULT_TOKEN_CAPACITY)
         # noise_cv: each client request decodes at this speed times exp(N(0, noise_cv)), drawn in request
         # order from a generator seeded with noise_seed (0 by default: the lab's tests stay exact).
@@ -622,18 +848,38 @@ class Engine:
     def loaded(self) -> bool:
         return not self.never_healthy and time.monotonic() - self.start >= self.load_s
 
+    def accept_at(self, batch: int) -> float:
+        return faded_accept(self.accept_len, batch, self.spec) if self.steps else 1.0
+
     def rate(self, batch: int) -> float:
-        return self.single_stream / (1 + BATCH_COST_PER_DOUBLING * math.log2(max(batch, 1)))
+        """Per-stream decode tokens/s at a batch: the surface's speculative gain over its draft cost, the
+        batch's cost, the effects; decode CUDA graphs off (or the batch above their max) costs more."""
+        batch = max(batch, 1)
+        rate = (self.passes_per_s * self.accept_at(batch)
+                / (1 + float(self.spec["draft_step_cost"]) * self.steps)
+                / (1 + float(self.surface["batch_cost_per_doubling"]) * math.log2(batch)) * self.speed)
+        if self.graphs_off or (self.graph_max_bs and batch > int(self.graph_max_bs)):
+            rate *= float(self.surface["no_cuda_graph_decode"])
+        return rate
+
+    def first_token_s(self, prompt_tokens: int) -> float:
+        """Seconds to the first token: a pass per prefill chunk plus one per prefill_tokens_per_pass tokens."""
+        chunks = math.ceil(prompt_tokens / self.chunk) if self.chunk > 0 else 1
+        per_pass = float(self.surface["prefill_tokens_per_pass"])
+        return (max(chunks, 1) + prompt_tokens / per_pass) / self.passes_per_s * self.ttft_factor
 
     def generate(self, prompt_tokens: int, max_new: int, emit, count=True) -> dict:
         """Emit `max_new` tokens through `emit(i, token_text)` at the modelled pace."""
         rid = uuid.uuid4().hex
         t0 = time.monotonic()
+        if self.slots:   # --max-running-requests: the rest wait (their TTFT includes it)
+            self.slots.acquire()
         with self.lock:
             self.running[rid] = prompt_tokens
             speed = math.exp(self.noise.gauss(0.0, self.noise_cv)) if self.noise_cv and count else 1.0
+        verifies = 0.0   # target forwards: a token costs 1 / the accept length at its batch
         try:
-            first = t0 + (1 + prompt_tokens / PREFILL_TOKENS_PER_PASS) / self.passes_per_s
+            first = time.monotonic() + self.first_token_s(prompt_tokens)
             due, prev = first, None
             for i in range(max_new):
                 now = time.monotonic()
@@ -652,12 +898,15 @@ class Engine:
                             self.itl.observe(now - prev)
                         self.last_gen_throughput = batch * self.rate(batch)
                 prev = now
+                verifies += 1.0 / self.accept_at(batch)
                 due += 1.0 / (self.rate(batch) * speed)
         finally:
             with self.lock:
                 self.running.pop(rid, None)
+            if self.slots:
+                self.slots.release()
         e2e = time.monotonic() - t0
-        verify = math.ceil(max_new / self.accept_len) if self.steps else 0
+        verify = math.ceil(round(verifies, 6)) if self.steps else 0
         if count:
             with self.lock:
                 self.prompt_tokens += prompt_tokens
@@ -1460,6 +1709,12 @@ def main(argv=None) -> int:
     except SimError as exc:
         print(str(exc), file=sys.stderr, flush=True)
         return 1
+    multimodal = (model_config.get("architectures") or [""])[0] in MULTIMODAL_ARCHS
+    failure = startup_failure(resolved, hardware, weight_bytes, sim_cfg["surface"], multimodal, src.version)
+    if failure:   # the scheduler fails after the weights load; the launcher kills itself (SIGKILL)
+        log(server_args_log_line(src.version, resolved))
+        log(failure)
+        os.kill(os.getpid(), signal.SIGKILL)
     host, port = resolved.get("host") or "127.0.0.1", int(resolved.get("port") or 30000)
     if nnodes > 1:  # every node joins before any serves (multi-node section above)
         try:
