@@ -59,8 +59,8 @@ class ActionModule(ValidateArgumentSpec):
         if not isinstance(roles, list) or not roles:
             raise AnsibleActionFail("sglang_role_inputs needs roles: a list of role names (name or name:entry)")
         for item in roles:
-            role, _, entry = str(item).partition(":")
-            spec = entry_options(role, entry or "main")
+            role, entry = (str(item).split(":", 1) + ["main"])[:2]
+            spec = entry_options(role, entry)
             validation = ArgumentSpecValidator(spec).validate(self.role_args(role, spec, task_vars),
                                                               validate_role_argument_spec=True)
             if validation.error_messages:

@@ -12,7 +12,7 @@ from .tree import Module, Tree, Unresolved, py_value
 
 SERVER_ARGS_PY = "sglang/srt/server_args.py"
 DEPRECATED_ACTIONS = {"DeprecatedAction", "DeprecatedStoreTrueAction", "DeprecatedStoreConstAction",
-                       "DeprecatedAliasStoreAction"}
+                      "DeprecatedAliasStoreAction"}
 
 
 def _names_of(node) -> str:
