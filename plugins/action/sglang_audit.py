@@ -4,8 +4,8 @@ With ``report_dir`` (and ``report_stamp``: one report per host and run even when
 static and runtime phases apart; default now, UTC) the report is ``<report_dir>/audit-<stamp>.json``
 and ``audit-latest.json`` (plugins/action/sglang_report.py's writer: 0600 in a 0700 folder), written
 under --check too and never as a change, unless the venv is not there yet (``installed: false``).
-Without them it is the module alone (plugins/modules/sglang_audit.py). The result is no_log when an
-``api_key`` is given, as the task's own no_log was.
+Without them it is the module alone (plugins/modules/sglang_audit.py); the role's runtime task is
+no_log when it sends an ``api_key``.
 """
 
 from __future__ import annotations
@@ -29,5 +29,4 @@ class ActionModule(ActionBase):
                     "check_mode": bool(task_vars.get("ansible_check_mode"))}
 
         result.update(run_module_and_report(self, "sglang.fleet.sglang_audit", task_vars, "audit", content))
-        result["_ansible_no_log"] = bool(self._task.args.get("api_key")) or bool(result.get("_ansible_no_log"))
         return result

@@ -47,8 +47,10 @@ def test_a_median_is_statistics_median():
     assert not found, "use statistics.median:\n" + "\n".join(found)
 
 
-# Copied to hosts and imported alone (they import nothing of the collection): their errors stay on Exception.
-SELF_CONTAINED = ("plugins/module_utils/source/", "plugins/module_utils/verify/bench_client.py")
+# Copied to hosts, or loaded by path outside the collection (tests/gpu/h200_capture.py on a GPU machine,
+# the host Pythons' tests): they import nothing of the collection, so their errors keep their builtin base.
+SELF_CONTAINED = ("plugins/module_utils/source/", "plugins/module_utils/verify/bench_client.py",
+                  "plugins/module_utils/host/gpu_facts.py", "plugins/module_utils/verify/roofline.py")
 BUILTIN_ERRORS = {name for name in dir(builtins) if isinstance(getattr(builtins, name), type)
                   and issubclass(getattr(builtins, name), BaseException)}
 

@@ -75,10 +75,10 @@ def test_every_read_of_the_gpus_passes_the_host_models_device():
                            text=True, check=True).stdout.split()
     calls = [(f, m.group(0)) for f in files for m in re.finditer(r"sglang\.fleet\.gpu_facts:\n(?:\s+\w+: .*\n)+",
                                                                   (REPO / f).read_text())]
-    assert sorted({f for f, _ in calls}) == ["playbooks/upgrade-preview.yml", "roles/sglang_audit/tasks/preflight.yml",
+    assert sorted({f for f, _ in calls}) == ["playbooks/upgrade-preview.yml", "roles/sglang_audit/tasks/checks.yml",
                                              "roles/sglang_compat/tasks/main.yml",
                                              "roles/sglang_service/tasks/preflight.yml",
-                                             "roles/sglang_verify/tasks/preflight.yml"]
+                                             "roles/sglang_verify/tasks/checks.yml"]
     assert all('device: "{{ sglang_host.device }}"' in call for _, call in calls), calls
     assert not [f for f in files if re.search(r"device.{0,40}sglang_\w*args|args\.device", (REPO / f).read_text())]
 

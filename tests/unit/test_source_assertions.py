@@ -166,9 +166,12 @@ def test_the_preflight_filter_gives_the_validators_messages():
 
 def test_the_role_refuses_it_in_preflight_and_checks_its_shape():
     tasks = yaml.safe_load((REPO / "roles" / "sglang_audit" / "tasks" / "preflight.yml").read_text())
-    check = next(t for t in tasks if t["name"].startswith("Check sglang_source_assertions"))
-    assert check["vars"]["__sglang_audit_assertion_problems"] == (
-        "{{ sglang_audit_source_assertions | sglang_source_assertion_problems }}")
+    check = next(t for t in tasks if "sglang_source_assertions" in t["name"])
+    assert check["ansible.builtin.assert"]["that"] == "__sglang_audit_input_problems | length == 0"
+    # the expectations' problems first, then the assertions' (one check: the first one with a problem)
+    assert check["vars"]["__sglang_audit_input_problems"] == (
+        "{{ (sglang_audit_expect | sglang_expect_problems) or "
+        "(sglang_audit_source_assertions | sglang_source_assertion_problems) }}")
     options = yaml.safe_load((REPO / "roles" / "sglang_audit" / "meta" / "argument_specs.yml").read_text()
                              )["argument_specs"]["main"]["options"]
     for name in ("sglang_source_assertions", "sglang_audit_source_assertions"):

@@ -346,7 +346,7 @@ def test_preflight_refuses_before_anything_changes(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "TASK [sglang_service : Refuse line breaks and NUL bytes in what the unit and the EnvironmentFile" in out
-    assert re.search(r"ok=2 +changed=0 +unreachable=0 +failed=1", out), out   # check_vars, then this check
+    assert re.search(r"ok=1 +changed=0 +unreachable=0 +failed=1", out), out   # its argument spec, then this check
     msg = json.loads(out[out.index("fatal: [localhost]: FAILED! => ") + 31:].split("\n\n")[0])["msg"]
     assert msg == ("localhost: " + "; ".join([
         f"sglang_args.served_model_name: the value contains a newline (\\n), {BREAK_FIX}",

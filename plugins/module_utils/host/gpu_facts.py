@@ -17,15 +17,13 @@ reason (NOT_ON_CPU); nvidia-smi is not run there.
 """
 import re
 
-from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-
 QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "driver_version")
 QUERY_ARGV = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv")
 TOPO_ARGV = ("topo", "-m")
 INTERCONNECTS = ("nvlink", "pcie", "none")
 
 
-class GpuFactsError(SglangFleetError, ValueError):
+class GpuFactsError(ValueError):
     """Output or declaration that cannot be turned into GPU facts."""
 
 

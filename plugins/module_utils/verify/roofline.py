@@ -15,8 +15,6 @@ import math
 import os
 import struct
 
-from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-
 # Calibration (../shared/notes/real-engine-and-gpu.md, H200, PyTorch bf16, CUDA graph, batch-1
 # GEMV over a weight stack): 7.8 GB in 1.98 ms = 3,966 GB/s, 26.9 GB in 6.75 ms = 3,987 GB/s,
 # 53.8 GB in 13.07 ms = 4,120 GB/s, against the datasheet's 4,800 GB/s: 0.826, 0.831, 0.858.
@@ -45,7 +43,7 @@ _DTYPE_BYTES = {
 }
 
 
-class RooflineError(SglangFleetError, ValueError):
+class RooflineError(ValueError):
     """Input the roofline cannot use."""
 
 
