@@ -12,6 +12,7 @@ CPU seconds (user + sys of ansible-playbook and its children). Removes the host 
 
 import argparse
 import json
+import os
 import pathlib
 import re
 import resource
@@ -47,8 +48,9 @@ def play(inventory, host, *args):
     reports = inventory.parent / "reports"  # keep the demo fleet's history clean
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    env = {**os.environ, "SGLANG_FLEET_LAB_KEY": str(REPO / ".lab" / "ssh" / "id_ed25519")}
     proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"sglang_report_dir={reports}",
-                           *args], cwd=REPO, capture_output=True, text=True, check=False)
+                           *args], cwd=REPO, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
