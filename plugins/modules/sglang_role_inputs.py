@@ -16,6 +16,13 @@ options:
     type: list
     elements: str
     required: true
+  with_defaults:
+    description:
+      - Roles whose defaults are validated too, templated as inside the role (Ansible's role-entry validation;
+        it templates every default of the role, a cost per host). The others are validated on the values set for them.
+    type: list
+    elements: str
+    default: []
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -24,6 +31,7 @@ EXAMPLES = r"""
 - name: Check the rollout roles' variables
   sglang.fleet.sglang_role_inputs:
     roles: ["ml_env:preflight", "sglang_service:preflight", sglang_compat, sglang_audit, sglang_verify]
+    with_defaults: [ml_env, sglang_service, sglang_compat]
 """
 
 RETURN = r"""

@@ -3,27 +3,27 @@
 ones do not start last and run alone.
 
 Seconds per module (fleet setup included), measured with three workers beside molecule on the
-2-core CI-class machine in a fresh-clone `.ci/run`, 2026-12-06 (83 tests in 32 min, caches warm,
-nothing else running); a module not listed goes last. Re-measure with `--durations=0`.
+2-core CI-class machine in a fresh-clone `.ci/run` of f48fe0f, 2026-12-06 (83 tests in 39 min, caches
+warm, nothing else running); a module not listed goes last. Re-measure with `--durations=0`.
 """
 
 MODULE_SECONDS = {
-    "test_real_sglang_lab.py": 1176,   # one cold full-profile install, four real starts, the router rollout (292 s)
-    "test_verify_lab.py": 597,
-    "test_rollout_recovery_lab.py": 540,
-    "test_model_lab.py": 482,   # its own hub, 8 stagings and rollbacks
-    "test_bad_inputs_lab.py": 411,
-    "test_regression_lab.py": 380,   # a deploy, its rollback, 5 regression steps (one venv) and the restore
-    "test_audit_lab.py": 379,
-    "test_router_lab.py": 355,
-    "test_deploy_lab.py": 261,
-    "test_rollout_lab.py": 233,
-    "test_multinode_lab.py": 169,
-    "test_pd_lab.py": 135,
-    "test_secrets_lab.py": 95,
-    "test_supply_chain_lab.py": 88,
-    "test_upgrade_preview_lab.py": 83,
-    "test_lab_tool.py": 12,
+    "test_real_sglang_lab.py": 1566,  # one cold full-profile install, four real starts, the router rollout (457 s)
+    "test_verify_lab.py": 801,
+    "test_regression_lab.py": 687,  # a deploy, its rollback, 5 regression steps (one venv) and the restore
+    "test_rollout_recovery_lab.py": 628,
+    "test_model_lab.py": 571,  # its own hub, 8 stagings and rollbacks
+    "test_bad_inputs_lab.py": 559,
+    "test_router_lab.py": 455,
+    "test_audit_lab.py": 334,
+    "test_deploy_lab.py": 323,
+    "test_rollout_lab.py": 261,
+    "test_multinode_lab.py": 197,
+    "test_pd_lab.py": 149,
+    "test_secrets_lab.py": 117,
+    "test_upgrade_preview_lab.py": 82,
+    "test_supply_chain_lab.py": 62,
+    "test_lab_tool.py": 16,
 }
 
 
