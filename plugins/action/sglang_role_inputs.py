@@ -18,7 +18,7 @@ import os
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action.validate_argument_spec import ActionModule as ValidateArgumentSpec
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.sglang.fleet.filter_plugins import fleet_vars
 
@@ -34,7 +34,7 @@ def entry_options(role, entry):
     return specs[entry].get("options") or {}
 
 
-class ActionModule(ValidateArgumentSpec):
+class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _VALID_ARGS = frozenset(("roles", "with_defaults"))
@@ -58,7 +58,7 @@ class ActionModule(ValidateArgumentSpec):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(ValidateArgumentSpec, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         roles = self._task.args.get("roles")
         with_defaults = set(self._task.args.get("with_defaults") or [])
         if not isinstance(roles, list) or not roles:
