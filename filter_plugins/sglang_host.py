@@ -134,7 +134,7 @@ def sglang_host_variant(model, version, args):
     lock follow the version; a multi-node server or a PD side has derived flags no step may change,
     so it is refused."""
     if model.get("multinode") or model.get("pd"):
-        raise AnsibleFilterError(f"{model.get('name')}: regression.yml measures a server of one host; this one is "
+        raise AnsibleFilterError(f"{model.get('name')}: regression.yml and tune.yml measure a server of one host; this one is "
                                  "part of a multi-node server or a PD pair")
     old = f"sglang-{model['version']}-"
     lock_name = model["lock_file"].rsplit("/", 1)[-1]

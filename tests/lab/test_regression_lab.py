@@ -113,3 +113,58 @@ def test_regression_names_the_release_when_the_release_is_slower_here(fleet):
     assert steps["max_running_requests unset -> 16"]["verdict"] != "fail", verdict["lines"]
     assert "the change that costs the throughput: sglang 0.5.11 -> 0.5.13.post1" in unflow(out), out
     assert fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip() == ran
+
+
+# The seeds' redeploy on the same release: 1-step MTP (the draft tokens follow the steps: SGLang sets
+# steps + 1 for topk 1, 0.5.11 srt/server_args.py:3539-3546), below the seeds' 50 tok/s floor.
+SEEDS_ONE_STEP = {"sglang_version": "0.5.11",
+                  "sglang_args": {k: v for k, v in {**CT129_ARGS, "speculative_num_steps": 1}.items()
+                                  if k != "speculative_num_draft_tokens"},
+                  "sglang_expect": {}, "sglang_verify_min_decode_tok_s": 0, "sglang_verify_min_accept_length": 0,
+                  "sglang_tune_space": {"speculative_num_steps": [1, 2, 3, 4, 5]},
+                  "sglang_tune_budget_minutes": 20, "sglang_tune_restart_s": 15, "sglang_tune_measure_s": 10}
+
+
+def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(fleet):
+    """tune.yml on the seeds' ct129 redeployed with 1-step MTP: the simulator's default surface decodes
+    fastest at 3-4 steps (lab/sglang_sim/README.md, "Response surface"; the tuner never reads it). The
+    search measures the incumbent, walks the steps up, confirms the best on a fresh restart, writes it
+    into host_vars/ct129.yml (comments kept) and deploy.yml's roles roll the host out to it. False-alarm
+    budget: a win must beat 1 step by 2 % at 5 % (the search's alpha); the surface's 3-step gain is
+    ~35 %, so a miss would take a measurement ~10 noise widths off (the simulator's noise is ~2 %)."""
+    rc, out = fleet.play("lab/prepare.yml", "-l", HOST, "-e", json.dumps({"lab_sim_faults": {}}))
+    assert rc == 0, out[-5000:]
+    edit_host_vars(fleet, SEEDS_ONE_STEP)
+    # the seeds' redeploy was accepted by hand (its last-good gate would roll it back: -30 %)
+    rc, out = fleet.play("deploy.yml", "-l", HOST, "-e", "sglang_verify_compare_last_good=false")
+    assert rc == 0, out[-20000:]
+    assert json.loads(fleet.ssh(HOST, "curl -s http://127.0.0.1:30000/get_server_info"))["speculative_num_steps"] == 1
+    pid = fleet.ssh(HOST, "systemctl show sglang -p MainPID")
+
+    rc, out = fleet.play("tune.yml", "-l", HOST, "--check")   # the plan only
+    assert rc == 0, out[-20000:]
+    assert re.search(r"ct129: 4 of 4 candidates fit in 20 min at one measurement each", unflow(out)), out
+    assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == pid
+
+    host_vars = fleet.inventory.parent / "host_vars" / f"{HOST}.yml"
+    host_vars.write_text("# the seeds' host, tuned by tune.yml\n" + host_vars.read_text())
+    rc, out = fleet.play("tune.yml", "-l", HOST, "-e", "sglang_tune_write=true", timeout=1800)
+    assert rc == 0, out[-20000:]
+    answer = json.loads(next((fleet.reports / HOST).glob("tune-*.json")).read_text())
+    result = answer["result"]
+    assert result["won"] is True, result["lines"]
+    steps = result["winner"]["speculative_num_steps"]
+    assert steps in (3, 4), result["lines"]
+    assert result["gain"] > 0.2 and result["interval"][0] > 0.02, result["lines"]
+    assert result["left_on_table"].endswith(f"speculative_num_steps 1 -> {steps}"), result["left_on_table"]
+    rows = {json.dumps(r["changes"]): r for r in result["rows"]}
+    assert rows["{}"]["verdict"] == "incumbent", result["lines"]
+    assert f"ct129: tuned decode_tok_s@1: the winner +" in unflow(out), out
+    # written into the host's own file, its comment kept, and served through the deploy's roles and gates
+    text = host_vars.read_text()
+    assert text.startswith("# the seeds' host, tuned by tune.yml\n") and f"speculative_num_steps: {steps}\n" in text, text
+    assert yaml.safe_load(text)["sglang_args"]["speculative_num_steps"] == steps
+    info = json.loads(fleet.ssh(HOST, "curl -s http://127.0.0.1:30000/get_server_info"))
+    assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (steps, steps + 1), info
+    rc, out = fleet.play("drift.yml", "-l", HOST)
+    assert rc == 0, out[-20000:]

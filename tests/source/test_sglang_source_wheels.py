@@ -197,6 +197,21 @@ def test_speculative_defaults_when_unset(src):
     assert f.rule_file == "sglang/srt/arg_groups/speculative_hook.py"
 
 
+@pytest.mark.parametrize("version, line", [("0.5.11", "sglang/srt/server_args.py:3539"),
+                                           ("0.5.23", "sglang/srt/arg_groups/speculative_hook.py:1255")])
+def test_topk_1_makes_the_draft_tokens_steps_plus_one_as_the_real_server_resolves(src, version, line):
+    """tune.yml's lab run found it: ct129 with 1 MTP step and no draft tokens set serves EAGLE 1/1/2 (the
+    release sets steps + 1 for topk 1 after filling the auto-chosen 4), not 1/1/4."""
+    s = src(version)
+    args = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 1, "speculative_eagle_topk": 1}
+    f = _finding(predict(s, args, A6000x2, QWEN36), "speculative decoding")
+    assert f.value == {"algorithm": "EAGLE", "num_steps": 1, "eagle_topk": 1, "num_draft_tokens": 2}
+    assert f"{f.rule_file}:{f.rule_line}" == line and "with topk 1 the draft tokens become steps + 1" in f.reason
+    f = _finding(predict(s, {**args, "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}, A6000x2, QWEN36),
+                 "speculative decoding")
+    assert f.value["num_draft_tokens"] == 4 and "steps + 1" not in f.reason
+
+
 def _finding(findings, name):
     return next(f for f in findings if f.name == name)
 

@@ -304,6 +304,10 @@ def _speculative(src, args, rf) -> Finding:
         steps = default[0] if steps is None else steps
         topk = default[1] if topk is None else topk
         draft = default[2] if draft is None else draft
+    adjusted = (eff in ("EAGLE", "EAGLE3") and topk == 1 and steps is not None and draft != steps + 1
+                and src.rules.get("speculative_topk1_draft_tokens") is not None)
+    if adjusted:
+        draft = steps + 1
     value = {"algorithm": eff, "num_steps": steps, "eagle_topk": topk, "num_draft_tokens": draft}
     reason = f"{algo}" + (f" is converted to EAGLE by sglang {v}" if converted else " as given")
     if auto:
@@ -311,5 +315,8 @@ def _speculative(src, args, rf) -> Finding:
         reason += f"; unset steps/topk/draft tokens are auto-chosen (default {default})"
         if not converted:
             file, line = af, al
+    if adjusted:
+        file, line = rf("speculative_topk1_draft_tokens")
+        reason += "; with topk 1 the draft tokens become steps + 1"
     reason += f": EAGLE {steps}/{topk}/{draft}" if eff in ("EAGLE", "EAGLE3") else ""
     return Finding(name, ON, value, reason, file, line, "--speculative-algorithm")

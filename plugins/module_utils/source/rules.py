@@ -94,6 +94,11 @@ def extract_rules(src: SglangSource, tree: Tree) -> dict[str, Rule]:
                 if test.strip() in ("self.enforce_piecewise_cuda_graph",) and \
                         _assigns_attr(node.body, "disable_piecewise_cuda_graph", False):
                     add("enforce_piecewise_skips_cascade", mod, node, function=fn)
+                # topk 1 draws one token per step: the draft tokens become steps + 1, whatever was set or
+                # auto-chosen (0.5.11 server_args.py:3539-3546, 0.5.23 arg_groups/speculative_hook.py:1260)
+                if re.search(r"speculative_eagle_topk\s*==\s*1\b", test) and \
+                        re.search(r"speculative_num_steps\s*\+\s*1", test):
+                    add("speculative_topk1_draft_tokens", mod, node, function=fn)
                 if "allreduce_fusion" in test and ("sm90" in test or "sm100" in test):
                     add("flashinfer_allreduce_fusion_auto_enable", mod, node, function=fn,
                         archs=_str_list(tree, mod, node.test) or [],

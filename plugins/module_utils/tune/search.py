@@ -58,6 +58,9 @@ VERSION = 1
 # has to tell. tie 0.01: while searching, values within 1 % of the leader go to the smaller one (vLLM's
 # rule); the result still has to beat the incumbent by min_effect, significantly. The noise prior is the
 # verify gates' (run_noise_prior_pct 2, run_noise_prior_dof 4): a CPU host gives its own (cpu1: 20 %).
+# grid_share 0.25: the search never takes more than a quarter of measuring every configuration once,
+# except on a grid of small_grid configurations or fewer (one or two flags), where that would leave
+# room for a candidate or two: there the budget alone bounds it.
 DEFAULTS = {
     "alpha": 0.05,
     "min_effect": 0.02,
@@ -74,6 +77,7 @@ DEFAULTS = {
     "race": 3,
     "race_measurements": 4,
     "grid_share": 0.25,
+    "small_grid": 12,
 }
 # What a configuration that ran out of memory says (PyTorch's, CUDA's and SGLang's own wording): only
 # such a failure rules out the configurations that take more memory; a crash for another reason rules
@@ -184,7 +188,8 @@ def plan(space, incumbent, budget_s, cost_model, settings=None):
     # exhaustive search is the better use of the time (and what the search must beat)
     grid_s = math.prod(len(d["values"]) for d in dims) * measurement_cost(cost, 1)
     least = budget["incumbent_s"] + budget["candidate_s"] + budget["confirm_s"]
-    limit = min(float(budget_s), max(cfg["grid_share"] * grid_s, least))
+    configurations = math.prod(len(d["values"]) for d in dims)
+    limit = float(budget_s) if configurations <= cfg["small_grid"] else min(float(budget_s), max(cfg["grid_share"] * grid_s, least))
     if limit < budget_s:
         budget = budget_plan(limit, cost, cfg, queue)
         budget["message"] += (f"; the search stops at {cfg['grid_share'] * 100:g} % of the "

@@ -1,0 +1,214 @@
+"""tune.yml's side of the search (stdlib only, Python 3.8+): what the search needs from the host and
+the installed release, and what the user reads at the end.
+
+- ``incumbent``: the value the host runs now of each flag of the space (its inventory's, else the
+  release's static default);
+- ``check_space``: every value of the space tried on the host's flags through the installed release's
+  parser and start-up refusals (a ``check(args) -> [messages]`` the caller gives): a value the release
+  refuses is listed with its reason and never started;
+- ``candidate_args``: the inventory's flags with a candidate's changes (a flag left at the incumbent's
+  value stays as the inventory has it, unset included);
+- ``failure_reason``: the line of a failed start's log that says why (what makes it infeasible);
+- ``answer_lines`` and ``left_on_table``: the table, and the one line the fleet report shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+
+
+class TuneError(SglangFleetError, ValueError):
+    """A tuning request that cannot be planned: says what is wrong and how to fix it."""
+
+
+# What a failed start's log says, most telling first: SGLang's own exceptions and PyTorch's / CUDA's
+# out of memory (plugins/module_utils/tune/search.py OUT_OF_MEMORY), then any error line.
+_REASONS = (
+    re.compile(r"(out of memory|OutOfMemoryError|Not enough memory|cudaErrorMemoryAllocation)", re.I),
+    re.compile(r"^\s*(\w+\.)*\w*(Error|Exception)\b:"),
+    re.compile(r"(Scheduler hit an exception|Received sigquit|exited during start-up|did not answer)", re.I),
+    re.compile(r"\b(error|exception|failed|fatal)\b", re.I),
+)
+_SKIP = re.compile(r"^\s*(Traceback|File \"|\^|---|$)")
+
+
+def incumbent(space, args, defaults):
+    """{flag: value the host runs now} for each flag of ``space`` (a dict of flag -> values or a list of
+    {flag, ...}): the inventory's ``args``, else the release's static default in ``defaults`` ({dest:
+    value}; a flag resolved only at start-up is absent there). Raises TuneError naming the flags whose
+    value is unknown and how to give it."""
+    flags = [d.get("flag") for d in space] if isinstance(space, list) else list(space or {})
+    out, unknown = {}, []
+    for flag in flags:
+        if not isinstance(flag, str):
+            continue   # search.normalise_space says what is wrong with it
+        if flag in args:
+            out[flag] = args[flag]
+        elif flag in defaults:
+            out[flag] = defaults[flag]
+        else:
+            unknown.append(flag)
+    if unknown:
+        raise TuneError(f"{', '.join(unknown)}: not set in sglang_args and resolved by SGLang only at start-up, so the "
+                        "value the host runs now is unknown: set it in sglang_args to what the server runs (audit.yml "
+                        "shows the resolved value), then tune from there")
+    return out
+
+
+def check_space(space, args, incumbent_flags, check):
+    """(the space with only the values the release accepts, refused rows [{flag, value, why}]).
+    Each value is tried alone on the host's flags: ``check(args) -> [error messages]`` is the release's
+    parser and start-up rules. A flag unknown to the release is refused as a whole."""
+    dims = ([dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in space.items()]
+            if isinstance(space, dict) else [dict(d) for d in space])
+    kept, refused = [], []
+    for dim in dims:
+        flag, values = dim.get("flag"), dim.get("values")
+        if not isinstance(values, list):
+            kept.append(dim)   # search.normalise_space says what is wrong with it
+            continue
+        ok = []
+        for value in values:
+            if flag in incumbent_flags and _same(value, incumbent_flags[flag]):
+                ok.append(value)   # what the host runs now: it started
+                continue
+            problems = check(candidate_args(args, incumbent_flags, {**incumbent_flags, flag: value}))
+            if problems:
+                refused.append({"flag": flag, "value": value, "why": "; ".join(problems)})
+            else:
+                ok.append(value)
+        kept.append(dict(dim, values=ok))
+    return kept, refused
+
+
+def candidate_args(args, incumbent_flags, flags):
+    """The inventory's ``args`` with each flag of ``flags`` that differs from the incumbent's value
+    set to it (None unsets it)."""
+    out = dict(args)
+    for flag, value in flags.items():
+        if flag in incumbent_flags and _same(value, incumbent_flags[flag]):
+            continue
+        if value is None:
+            out.pop(flag, None)
+        else:
+            out[flag] = value
+    return out
+
+
+def failure_reason(text, limit=300):
+    """The line of a failed start's output that says why (the first kind of _REASONS found, its last
+    occurrence), trimmed to ``limit`` characters; the last non-empty line when none matches."""
+    lines = [ln.strip() for ln in str(text or "").splitlines() if not _SKIP.match(ln)]
+    for pattern in _REASONS:
+        hits = [ln for ln in lines if pattern.search(ln)]
+        if hits:
+            return hits[-1][:limit]
+    return (lines[-1] if lines else "the start failed without a log line")[:limit]
+
+
+def changes_text(changes):
+    """'speculative_num_steps 1 -> 3, ...' for search's {flag: [from, to]}."""
+    return ", ".join(f"{flag} {_show(old)} -> {_show(new)}" for flag, (old, new) in changes.items()) or "no change"
+
+
+def left_on_table(result):
+    """The fleet report's "left on the table" text for a finished search: '+38.2 % [+33.0, +43.1]:
+    speculative_num_steps 1 -> 3', or None without a confirmed win."""
+    if not result or not result.get("won") or result.get("gain") is None:
+        return None
+    lo, hi = result.get("interval") or (None, None)
+    interval = f" [{lo * 100:+.1f}, {hi * 100:+.1f}]" if lo is not None else ""
+    return f"{result['gain'] * 100:+.1f} %{interval}: {changes_text(result['changes'])}"
+
+
+def answer_lines(host, result, metric, refused=()):
+    """What the user reads: the verdict, then one line per candidate (figure, gain against the
+    incumbent with its interval, verdict, why), the values the release refused, the time it took."""
+    unit = "tok/s"
+    head = (f"{host}: tuned {metric}: " + (f"the winner {left_on_table(result)}" if result["won"] else
+                                           f"the incumbent stays: {result['message']}"))
+    lines = [head]
+    for row in result["rows"]:
+        figure = f"{row['figure']:.1f} {unit}" if row.get("figure") is not None else "-"
+        gain = ""
+        if row.get("gain") is not None:
+            lo, hi = row.get("interval") or (None, None)
+            gain = f" {row['gain'] * 100:+.1f} %" + (f" [{lo * 100:+.1f}, {hi * 100:+.1f}]" if lo is not None else "")
+        why = f": {row['why']}" if row.get("why") else ""
+        lines.append(f"  {changes_text(row['changes']) if row['changes'] else 'the incumbent'}: {figure}"
+                     f" x{row['measurements']}{gain}, {row['verdict']}{why}")
+    for row in refused:
+        lines.append(f"  {row['flag']} -> {_show(row['value'])}: refused by the installed release, never started: {row['why']}")
+    lines.append(f"  {result['measurements']} measurements and {result['restarts']} restarts in "
+                 f"{result['used_s'] / 60:.1f} min of a {result['budget_s'] / 60:.1f} min budget"
+                 + ("; out of time" if result.get("out_of_time") else ""))
+    return lines
+
+
+_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def yaml_scalar(value):
+    """One flag value as YAML writes it: true/false, a number, a plain word, else a JSON string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else json.dumps(text)
+
+
+def edit_args_block(text, changes, key="sglang_args"):
+    """``text`` (a host's inventory file) with each flag of ``changes`` set in its top-level block
+    mapping ``key`` (None removes the flag), every other line as it was: comments, order and layout
+    kept. A flag's line keeps its trailing comment; a new flag goes after the block's last flag.
+    Raises TuneError where that cannot be done line by line (no such block, a flow mapping, a flag
+    whose value spans lines): the caller then says to write it by hand."""
+    lines = text.splitlines(True)
+    head = re.compile(rf"^{re.escape(key)}:\s*(#.*)?$")
+    start = next((i for i, ln in enumerate(lines) if head.match(ln.rstrip("\n"))), None)
+    if start is None:
+        flow = any(re.match(rf"^{re.escape(key)}:\s*\S", ln) for ln in lines)
+        raise TuneError(f"{key} is written as a flow mapping ({key}: {{...}}), which cannot be edited line by line"
+                        if flow else f"the file does not set {key} itself")
+    end, indent, last = start + 1, None, start
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#"):
+        m = re.match(r"^(\s+)[A-Za-z0-9_]+:", lines[end])
+        if m and indent is None:
+            indent = m.group(1)
+        if m and m.group(1) == indent or (indent and lines[end].startswith(indent + " ") and lines[end].strip()
+                                          and not lines[end].lstrip().startswith("#")):
+            last = end
+        end += 1
+    indent = indent or "  "
+    for flag, value in changes.items():
+        pattern = re.compile(rf"^{re.escape(indent)}{re.escape(flag)}:(\s*)([^#\n]*?)(\s+#.*)?$")
+        at = next((i for i in range(start + 1, last + 1) if pattern.match(lines[i].rstrip("\n"))), None)
+        if at is not None:
+            m = pattern.match(lines[at].rstrip("\n"))
+            if not m.group(2).strip() or at + 1 <= last and lines[at + 1].startswith(indent + " "):
+                raise TuneError(f"{key}.{flag} spans several lines")
+            if value is None:
+                del lines[at]
+                last -= 1
+            else:
+                lines[at] = f"{indent}{flag}: {yaml_scalar(value)}{m.group(3) or ''}\n"
+        elif value is not None:
+            if not lines[last].endswith("\n"):
+                lines[last] += "\n"
+            lines.insert(last + 1, f"{indent}{flag}: {yaml_scalar(value)}\n")
+            last += 1
+    return "".join(lines)
+
+
+def _same(a, b):
+    return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                                              and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
+
+
+def _show(value):
+    return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
