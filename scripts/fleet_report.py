@@ -5,8 +5,9 @@
 
 Reads `<reports>/<host>/audit-latest.json` (sglang_audit), `verify-latest.json` (sglang_verify),
 `drift-latest.json` (sglang_drift), `release-latest.json` (sglang_release), `compat-latest.json`
-(sglang_compat) and `upgrade-latest.json` (upgrade-preview.yml: shown, never a failure), written on the
-controller by deploy.yml, audit.yml, verify.yml, drift.yml and upgrade-preview.yml. Exit 1
+(sglang_compat), `upgrade-latest.json` (upgrade-preview.yml: shown, never a failure) and `tune-latest.json`
+(tune.yml: its measured gain, in "left on the table"), written on the controller by deploy.yml, audit.yml,
+verify.yml, drift.yml, upgrade-preview.yml and tune.yml. Exit 1
 when a host's latest audit or verification failed, it drifted from the inventory or its release is
 blocked on it, 2 when there is nothing to report. --html also writes a static HTML page with the same
 table and each host's throughput history as charts (scripts/fleet_report_html.py).
@@ -61,6 +62,9 @@ def host_row(folder):
         row["left on the table"] = "; ".join(off) or "nothing"
         row["audit"] = "ok" if audit.get("ok") else f"FAILED ({len(audit.get('failures', []))})"
         row["ok"] &= bool(audit.get("ok"))
+    tuned = tune_text(fleet_reports.load(os.path.join(folder, "tune-latest.json")))
+    if tuned:   # what tune.yml measured on this host, before what the audit says is off
+        row["left on the table"] = tuned + ("; " + row["left on the table"] if row.get("left on the table") else "")
     if verify:
         bound = (verify.get("roofline") or {}).get("upper_bound_tok_s")
         single = (verify.get("metrics") or {}).get("decode_tok_s@1")
@@ -82,6 +86,19 @@ def host_row(folder):
     if "router" in ((verify or {}).get("role"), (drift or {}).get("role")):
         router_columns(row, verify, drift)
     return row if (audit or verify or drift or release or compat or upgrade) else None
+
+
+def tune_text(tune):
+    """The last tune.yml's answer (tune-latest.json): its confirmed gain with the interval and the changes,
+    whether they were written into the inventory; or that nothing beat what runs. None without one."""
+    result = (tune or {}).get("result")
+    if not result:
+        return None
+    when = str(tune.get("generated_at") or "")[:8]
+    if result.get("won") and result.get("left_on_table"):
+        return (f"tuned {when}: {result['left_on_table']}"
+                + (" (written into the inventory)" if tune.get("written") else " (not written: -e sglang_tune_write=true)"))
+    return f"tuned {when}: nothing beats what runs ({len(result.get('rows') or []) - 1} candidates)"
 
 
 def vs_history(verify):

@@ -11,7 +11,10 @@ costs nothing at concurrency 1 names the release.
 """
 
 import json
+import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -19,6 +22,7 @@ from lab_fleet import LIGHT_VERIFY, deployed_lab_fleet, unflow
 from rollout_support import CT129_ARGS
 
 pytestmark = pytest.mark.lab
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 HOST = "ct129"
 # 3 repeats: each step's figure is their median, steadier under CI load (the judge compares run figures
@@ -141,6 +145,11 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
     assert json.loads(fleet.ssh(HOST, "curl -s http://127.0.0.1:30000/get_server_info"))["speculative_num_steps"] == 1
     pid = fleet.ssh(HOST, "systemctl show sglang -p MainPID")
 
+    # a misspelled flag in the space is refused before anything changes
+    rc, out = fleet.play("tune.yml", "-l", HOST, "-e", json.dumps({"sglang_tune_space": {"speculative_num_stepz": [1, 2]}}))
+    assert rc != 0 and "ct129: speculative_num_stepz: not set in sglang_args and resolved by SGLang only at start-up" \
+        in unflow(out), out[-5000:]
+    assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == pid
     rc, out = fleet.play("tune.yml", "-l", HOST, "--check")   # the plan only
     assert rc == 0, out[-20000:]
     assert re.search(r"ct129: 4 of 4 candidates fit in 20 min at one measurement each", unflow(out)), out
@@ -150,7 +159,7 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
     host_vars.write_text("# the seeds' host, tuned by tune.yml\n" + host_vars.read_text())
     rc, out = fleet.play("tune.yml", "-l", HOST, "-e", "sglang_tune_write=true", timeout=1800)
     assert rc == 0, out[-20000:]
-    answer = json.loads(next((fleet.reports / HOST).glob("tune-*.json")).read_text())
+    answer = json.loads((fleet.reports / HOST / "tune-latest.json").read_text())
     result = answer["result"]
     assert result["won"] is True, result["lines"]
     steps = result["winner"]["speculative_num_steps"]
@@ -159,7 +168,7 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
     assert result["left_on_table"].endswith(f"speculative_num_steps 1 -> {steps}"), result["left_on_table"]
     rows = {json.dumps(r["changes"]): r for r in result["rows"]}
     assert rows["{}"]["verdict"] == "incumbent", result["lines"]
-    assert f"ct129: tuned decode_tok_s@1: the winner +" in unflow(out), out
+    assert "ct129: tuned decode_tok_s@1: the winner +" in unflow(out), out
     # written into the host's own file, its comment kept, and served through the deploy's roles and gates
     text = host_vars.read_text()
     assert text.startswith("# the seeds' host, tuned by tune.yml\n") and f"speculative_num_steps: {steps}\n" in text, text
@@ -168,3 +177,7 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
     assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (steps, steps + 1), info
     rc, out = fleet.play("drift.yml", "-l", HOST)
     assert rc == 0, out[-20000:]
+    report = subprocess.run([sys.executable, "scripts/fleet_report.py", "--reports", str(fleet.reports), HOST],
+                            cwd=REPO, capture_output=True, text=True, check=False).stdout
+    assert re.search(rf"tuned \d{{8}}: \+\d+\.\d % \[\+\d+\.\d, \+\d+\.\d\]: speculative_num_steps 1 -> {steps} "
+                     r"\(written into the inventory\)", report), report

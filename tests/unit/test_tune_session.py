@@ -1,0 +1,223 @@
+"""tune.yml's side of the search (plugins/module_utils/tune/session.py) and its module's plan/record/write
+(plugins/modules/sglang_tune.py), on the real 0.5.11 source the lab's ct129 runs."""
+
+import json
+
+import pytest
+import yaml
+from wheels import sglang_source_tree
+
+from ansible_collections.sglang.fleet.plugins.module_utils.tune import search, session
+from ansible_collections.sglang.fleet.plugins.modules import sglang_tune
+
+CT129 = {"model_path": "/models/Qwen3.6-27B", "tp_size": 2, "speculative_algorithm": "NEXTN",
+         "speculative_num_steps": 1, "speculative_eagle_topk": 1, "mem_fraction_static": 0.88,
+         "context_length": 131072, "disable_radix_cache": True}
+QWEN36 = {"architectures": ["Qwen3_5ForConditionalGeneration"]}
+HOST_VARS = """---
+# the seeds' host
+sglang_version: "0.5.11"
+sglang_args:
+  model_path: /models/Qwen3.6-27B   # staged by sglang_model
+  speculative_algorithm: NEXTN
+  speculative_num_steps: 1  # the redeploy's
+  # a comment inside the block
+  disable_radix_cache: true
+
+# verify's floor
+sglang_verify_min_decode_tok_s: 0
+"""
+
+
+@pytest.fixture(scope="module")
+def src_0511():
+    """The real 0.5.11 wheel's sglang/ package (tests/wheels.py: downloaded and extracted once)."""
+    return str(sglang_source_tree("0.5.11"))
+
+
+def params(src=None, **over):
+    p = {"host": "ct129", "space": {"speculative_num_steps": [1, 2, 3, 4, 5]}, "args": dict(CT129),
+         "source_dir": src, "model_config": QWEN36, "hardware": {}, "budget_minutes": 20,
+         "cost_model": {"restart_s": 15, "measure_s": 10}, "settings": {}, "metric": "decode_tok_s@1",
+         "history_file": "", "noise_prior": {"pct": 2, "dof": 4}, "state_file": "", "outcome": None, "seconds": None,
+         "inventory_file": None, "changes": {}}
+    p.update(over)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------- plan
+
+def test_the_plan_checks_every_value_against_the_release_and_refuses_what_it_would_refuse(src_0511):
+    tune, extra = sglang_tune.plan(params(src_0511, space={"speculative_num_steps": [1, 2, 3],
+                                                 "schedule_policy": ["fcfs", "lpm", "shortest-first"]}))
+    assert tune["refused"] == [{"flag": "schedule_policy", "value": "shortest-first", "why": tune["refused"][0]["why"]}]
+    assert "invalid choice: 'shortest-first'" in tune["refused"][0]["why"]
+    # the release's static default is the incumbent of a flag the inventory leaves unset
+    assert tune["state"]["incumbent"] == {"speculative_num_steps": 1, "schedule_policy": "fcfs"}
+    assert [d["values"] for d in tune["state"]["space"]] == [[1, 2, 3], ["fcfs", "lpm"]]
+    assert extra["plan_lines"][0].startswith("ct129: 3 of 3 candidates fit in 20 min at one measurement each")
+    assert "noise 2.0 % a run (verify's prior)" in extra["plan_lines"][0]
+    assert extra["plan_lines"][1].startswith("ct129: schedule_policy -> shortest-first: refused by sglang 0.5.11, "
+                                             "never started: ")
+    step = sglang_tune.next_of(tune)
+    assert (step["action"], step["restart"], step["measurements"]) == ("measure", True, 2)
+    assert step["args"] == CT129   # the incumbent runs the inventory's flags, a default left unset
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"space": {}}, "the tuning space is empty: set sglang_tune_space"),
+    ({"space": {"speculative_num_stepz": [1, 2]}}, "speculative_num_stepz: not set in sglang_args and resolved by SGLang "
+                                                   "only at start-up"),
+    ({"space": {"speculative_num_steps": [2, 3]}}, "speculative_num_steps: the incumbent's value 1 is not among [2, 3]"),
+    ({"budget_minutes": 0.5}, "a budget of 30 s is too short for even the incumbent's measurement"),
+    ({"space": {"schedule_policy": ["fcfs", "bogus"]}}, "the tuning space is empty: give at least one flag with a value "
+                                                        "other than the incumbent's (sglang_tune_space); the installed "
+                                                        "release refused schedule_policy=bogus"),
+])
+def test_a_space_or_budget_that_cannot_be_searched_is_refused_saying_what_to_fix(src_0511, over, message):
+    with pytest.raises(session.TuneError) as err:
+        sglang_tune.plan(params(src_0511, **over))
+    assert message in str(err.value)
+
+
+def test_a_flag_resolved_only_at_start_up_must_be_given_its_running_value():
+    with pytest.raises(session.TuneError, match="cuda_graph_max_bs: not set in sglang_args and resolved by SGLang only "
+                                                "at start-up, so the value the host runs now is unknown"):
+        session.incumbent({"cuda_graph_max_bs": [16, 32]}, {}, {"schedule_policy": "fcfs"})
+    assert session.incumbent({"cuda_graph_max_bs": [16, 32]}, {"cuda_graph_max_bs": 32}, {}) == {"cuda_graph_max_bs": 32}
+
+
+def test_a_candidates_flags_change_only_what_differs_from_the_incumbent():
+    inc = {"speculative_num_steps": 1, "schedule_policy": "fcfs"}
+    args = {"tp_size": 2, "speculative_num_steps": 1}
+    assert session.candidate_args(args, inc, {"speculative_num_steps": 3, "schedule_policy": "fcfs"}) == \
+        {"tp_size": 2, "speculative_num_steps": 3}   # the unset default stays unset
+    assert session.candidate_args(args, inc, {"speculative_num_steps": 1, "schedule_policy": "lpm"}) == \
+        {"tp_size": 2, "speculative_num_steps": 1, "schedule_policy": "lpm"}
+
+
+def test_the_noise_prior_is_the_hosts_history_where_it_has_one(tmp_path):
+    history = [{"generated_at": f"2026120{i}T000000Z", "fingerprint": "a", "workload": "w", "passed": True,
+                "metrics": {"decode_tok_s@1": v}} for i, v in enumerate([50.0, 51.0, 49.5, 50.5, 50.2, 49.8])]
+    sigma, dof, basis = sglang_tune.noise_prior(history, "decode_tok_s@1", {"pct": 2, "dof": 4})
+    assert 0.005 < sigma < 0.02 and dof > 4 and "this host's 6 runs" in basis
+    assert sglang_tune.noise_prior([], "decode_tok_s@1", {"pct": 2, "dof": 4}) == (0.02, 4, "verify's prior")
+    with pytest.raises(session.TuneError, match="no run-to-run noise is known"):
+        sglang_tune.noise_prior([], "decode_tok_s@1", {"pct": 0, "dof": 4})
+
+
+# ------------------------------------------------------------------------------------ record, the answer
+
+def test_a_whole_search_through_the_module_state_file_finds_the_peak_and_answers(src_0511, tmp_path):
+    """The module's plan and record calls with a state file between them, as the role makes them: a
+    surface peaking at 4 steps (the simulator's default shape), a start at 5 steps that runs out of memory."""
+    state_file = tmp_path / "state.json"
+    tune, _extra = sglang_tune.plan(params(src_0511, state_file=str(state_file)))
+    state_file.write_text(json.dumps(tune))
+    speed = {1: 38.7, 2: 48.6, 3: 53.4, 4: 54.8}
+    for _ in range(40):
+        step = sglang_tune.next_of(json.loads(state_file.read_text()))
+        if step["action"] == "done":
+            break
+        steps = step["candidate"]["speculative_num_steps"]
+        outcome = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n[2026-12-06] Received "
+                   "sigquit from a child process" if steps == 5 else
+                   [speed[steps] * (1 + 0.004 * ((i % 3) - 1)) for i in range(step["measurements"])])
+        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=outcome, seconds=20))
+        state_file.write_text(json.dumps(tune))
+    result = step["result"]
+    assert result["won"] and result["winner"]["speculative_num_steps"] in (3, 4), result["message"]
+    assert session.left_on_table(result).endswith(f"speculative_num_steps 1 -> {result['winner']['speculative_num_steps']}")
+    rows = {r["changes"].get("speculative_num_steps", [None, 1])[1]: r for r in result["rows"]}
+    assert rows[5]["verdict"] == "infeasible"
+    assert rows[5]["why"] == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    lines = session.answer_lines("ct129", result, "decode_tok_s@1")
+    assert lines[0].startswith("ct129: tuned decode_tok_s@1: the winner +")
+    assert any("speculative_num_steps 1 -> 5: - x0, infeasible: torch.OutOfMemoryError" in ln for ln in lines), lines
+    with pytest.raises(session.TuneError, match="is done: there is nothing more to record"):
+        sglang_tune.record(params(state_file=str(state_file), outcome=[50.0]))
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("ct129: sglang exited during start-up, after 12 s\n--- last 40 lines ---\n[x] server_args=...\n"
+     "Traceback (most recent call last):\n  File \"a.py\", line 3\nRuntimeError: Not enough memory. Please try to "
+     "increase --mem-fraction-static. Current value: mem_fraction_static=0.5\nReceived sigquit from a child process.",
+     "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.5"),
+    ("ValueError: speculative decoding is not supported with the radix cache\nReceived sigquit from a child process.",
+     "ValueError: speculative decoding is not supported with the radix cache"),
+    ("sglang on ct129 did not answer http://127.0.0.1:30000/health_generate with 200 within 600 s.\nloading...",
+     "sglang on ct129 did not answer http://127.0.0.1:30000/health_generate with 200 within 600 s."),
+    ("", "the start failed without a log line"),
+])
+def test_a_failed_start_is_recorded_with_the_line_that_says_why(text, reason):
+    assert session.failure_reason(text) == reason
+    # only an out-of-memory line rules out the larger memory values (search.OUT_OF_MEMORY)
+    assert search._out_of_memory(reason) == ("memory" in reason.lower())
+
+
+# ------------------------------------------------------------------------------------------ the write
+
+def test_the_winner_is_written_line_by_line_keeping_comments_order_and_layout():
+    after = session.edit_args_block(HOST_VARS, {"speculative_num_steps": 3, "schedule_policy": "lpm",
+                                                "disable_radix_cache": None})
+    assert after == HOST_VARS.replace("speculative_num_steps: 1  # the redeploy's", "speculative_num_steps: 3  # the redeploy's") \
+        .replace("  disable_radix_cache: true\n", "  schedule_policy: lpm\n")
+    assert yaml.safe_load(after)["sglang_args"] == {"model_path": "/models/Qwen3.6-27B", "speculative_algorithm": "NEXTN",
+                                                    "speculative_num_steps": 3, "schedule_policy": "lpm"}
+
+
+@pytest.mark.parametrize("value, text", [(True, "true"), (0.85, "0.85"), (8192, "8192"), ("fcfs", "fcfs"),
+                                         ("on", '"on"'), ("a b", '"a b"'), ("1.5", '"1.5"')])
+def test_values_are_written_as_yaml_reads_them_back(value, text):
+    assert session.yaml_scalar(value) == text
+    assert yaml.safe_load(f"x: {text}")["x"] == value
+
+
+@pytest.mark.parametrize("content, message", [
+    ("sglang_version: '0.5.11'\n", "the file does not set sglang_args itself"),
+    ("sglang_args: {tp_size: 2}\n", "written as a flow mapping"),
+    ("sglang_args:\n  json_model_override_args:\n    a: 1\n  speculative_num_steps: 1\n", None),
+])
+def test_a_file_that_cannot_be_edited_line_by_line_is_refused(content, message):
+    if message is None:   # a nested value elsewhere in the block is kept as it is
+        after = session.edit_args_block(content, {"speculative_num_steps": 3})
+        assert yaml.safe_load(after)["sglang_args"] == {"json_model_override_args": {"a": 1}, "speculative_num_steps": 3}
+        return
+    with pytest.raises(session.TuneError, match=message):
+        session.edit_args_block(content, {"speculative_num_steps": 3})
+
+
+class _Module:
+    check_mode = False
+
+    def exit_json(self, **kw):
+        raise _Exit(kw)
+
+    def fail_json(self, **kw):
+        raise AssertionError(kw)
+
+
+class _Exit(Exception):
+    pass
+
+
+def test_the_write_action_edits_the_hosts_file_and_returns_its_args_and_diff(tmp_path):
+    path = tmp_path / "ct129.yml"
+    path.write_text(HOST_VARS)
+    path.chmod(0o640)
+    with pytest.raises(_Exit) as out:
+        sglang_tune.write(_Module(), params(inventory_file=str(path), changes={"speculative_num_steps": 4}))
+    res = out.value.args[0]
+    assert res["changed"] and res["args"]["speculative_num_steps"] == 4
+    assert "-  speculative_num_steps: 1  # the redeploy's\n+  speculative_num_steps: 4  # the redeploy's" in res["diff_text"]
+    assert path.read_text().startswith("---\n# the seeds' host\n") and oct(path.stat().st_mode & 0o777) == "0o640"
+
+
+def test_the_write_action_refuses_a_host_whose_flags_come_from_a_group_file(tmp_path):
+    path = tmp_path / "ct129.yml"
+    path.write_text("sglang_verify_min_decode_tok_s: 0\n")
+    with pytest.raises(session.TuneError) as err:
+        sglang_tune.write(_Module(), params(inventory_file=str(path), changes={"speculative_num_steps": 4}))
+    assert "its sglang_args may come from a group's file, which other hosts (maybe of other hardware) share" in str(err.value)
+    assert "write the winner by hand: speculative_num_steps unset -> 4" in str(err.value)
+    assert path.read_text() == "sglang_verify_min_decode_tok_s: 0\n"
