@@ -72,10 +72,12 @@ def run_module_and_report(action, module, task_vars, kind, content, stamp_of=Non
 
 
 def append_history(path, record):
-    """Append `record` as one JSON line (keys sorted) to the history file `path` (0600 when created)."""
+    """Append `record` (or each record of a list) as one JSON line (keys sorted) to the history file
+    `path` (0600 when created)."""
+    records = record if isinstance(record, list) else [record]
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with os.fdopen(fd, "a") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
 
 
 class ActionModule(ActionBase):
@@ -96,8 +98,9 @@ class ActionModule(ActionBase):
         except (OSError, TypeError, ValueError) as exc:
             raise AnsibleActionFail(f"sglang_report could not write the {args['kind']} report: {exc}") from exc
         if args.get("history"):
-            if not isinstance(args.get("record"), dict):
-                raise AnsibleActionFail("sglang_report: history needs record, a mapping")
+            record = args.get("record")
+            if not (isinstance(record, dict) or isinstance(record, list) and all(isinstance(r, dict) for r in record)):
+                raise AnsibleActionFail("sglang_report: history needs record, a mapping (or a list of them)")
             try:
                 append_history(os.path.expanduser(to_text(args["history"])), args["record"])
             except (OSError, TypeError, ValueError) as exc:

@@ -15,7 +15,7 @@ options:
   stamp: {description: The run's UTC time stamp (the file name's suffix)., type: str, required: true}
   report: {description: The report., type: dict, required: true}
   history: {description: "A history file (JSON lines) to append O(record) to, created 0600 (verify's).", type: path}
-  record: {description: The history's record of this run (with O(history))., type: dict}
+  record: {description: "The history's record of this run (with O(history)), or a list of records (tune.yml: the confirmation's runs).", type: raw}
 author:
   - sglang-fleet developers (@sglang-fleet)
 """

@@ -18,11 +18,18 @@ options:
   action: {description: What to do., type: str, choices: [plan, record, write], required: true}
   state_file: {description: The search's state (JSON; written by plan; read and rewritten by record)., type: path, required: true}
   host: {description: Name used in messages., type: str, default: ""}
-  space: {description: "plan: flag (dest) -> list of values, or -> {values, ordered, memory_up}.", type: raw, default: {}}
+  space:
+    description:
+      - "plan: flag (dest) -> list of values, or -> {values, ordered, memory_up}."
+      - "Empty: the speculative steps around the host's own where it runs EAGLE/MTP with topk 1."
+      - "Either way, each optimisation the release auto-disables here that a switch turns on is added (off and on)."
+    type: raw
+    default: {}
   args: {description: "plan: the host's SGLang flags as the inventory gives them (sglang_host.args).", type: dict, default: {}}
   source_dir: {description: "plan: the C(sglang) package folder of the host's release (the controller's extracted copy).", type: path}
   model_config: {description: "plan: the model's config.json, for the release's start-up refusals.", type: dict, default: {}}
   hardware: {description: "plan: GPU facts (ansible_facts.sglang_gpu).", type: dict, default: {}}
+  from_audit: {description: "plan: add what the audit finds a switch turns on here (off and on) to the space.", type: bool, default: true}
   budget_minutes: {description: "plan: the time the search may take.", type: float, default: 60}
   cost_model: {description: "plan: {restart_s, measure_s}: what a restart and a measurement take (the plan's estimate).", type: dict, default: {}}
   settings: {description: "plan: overrides of the search's settings (search.DEFAULTS).", type: dict, default: {}}
@@ -64,6 +71,7 @@ diff: {description: "write: the file before and after.", type: dict, returned: w
 diff_text: {description: "write: the change as a unified diff.", type: str, returned: when action is write}
 """
 
+import dataclasses
 import difflib
 import json
 import os
@@ -81,7 +89,7 @@ else:
 
 from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError, to_argv
-from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, validate_argv
+from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv, predict, validate_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
 from ansible_collections.sglang.fleet.plugins.module_utils.source.model import Runtime
 from ansible_collections.sglang.fleet.plugins.module_utils.tune import search, session
@@ -119,6 +127,14 @@ def noise_prior(history, metric, prior):
     return th["run_noise_prior_pct"] / 100, th["run_noise_prior_dof"], "verify's prior"
 
 
+def normalise(src, args):
+    """The host's flags as the release's parser reads them (predict's input), or as given where they do not parse."""
+    try:
+        return normalise_argv(src, to_argv(args))
+    except (ValueError, ArgsError):
+        return dict(args)
+
+
 def next_of(tune):
     """next_step with the candidate's inventory flags added."""
     step = search.next_step(tune["state"])
@@ -144,11 +160,22 @@ def plan(p):
         return [f"{q.message}" for q in validate_argv(src, argv, p["model_config"] or None, p["hardware"])
                 if q.severity == "error"]
 
-    if not p["space"]:
-        raise session.TuneError("the tuning space is empty: set sglang_tune_space to the flags and values to try, "
-                                "e.g. {speculative_num_steps: [1, 2, 3, 4, 5]}")
-    inc = session.incumbent(p["space"], args, release_defaults(src))
-    space, refused = session.check_space(p["space"], args, inc, check)
+    space = p["space"] if p["space"] else session.default_space(args)
+    if not isinstance(space, dict):
+        raise session.TuneError(f"sglang_tune_space must be a mapping of flag -> list of values: {space!r}")
+    findings = [dataclasses.asdict(f) for f in predict(src, normalise(src, args), p["hardware"], p["model_config"] or None)]
+    options = {opt: dataclasses.asdict(f) for f in src.flags for opt in f.option_strings}
+    added, audit_lines = session.audit_candidates(findings, options, space)
+    space = {**space, **(added if p["from_audit"] else {})}
+    if not p["from_audit"]:
+        audit_lines = [line.replace(": trying ", ": not tried (sglang_tune_from_audit false): would try ")
+                       for line in audit_lines]
+    if not space:
+        raise session.TuneError("the tuning space is empty: this host runs no speculative decoding and the audit finds "
+                                "nothing a switch turns on here; set sglang_tune_space to the flags and values to try, "
+                                "e.g. {schedule_policy: [fcfs, lpm], chunked_prefill_size: [4096, 8192]}")
+    inc = session.incumbent(space, args, release_defaults(src))
+    space, refused = session.check_space(space, args, inc, check)
     sigma, dof, basis = noise_prior(gates.read_history_file(p["history_file"]), p["metric"], p["noise_prior"])
     settings = dict(p["settings"], noise_sigma=sigma, noise_dof=dof)
     cost = {"restart_s": 180.0, "measure_s": 60.0, **p["cost_model"]}
@@ -162,6 +189,7 @@ def plan(p):
     tune = {"host": p["host"], "metric": p["metric"], "args": args, "refused": refused, "state": state,
             "version": src.version}
     lines = [f"{where}{state['plan']['message']}; noise {sigma * 100:.1f} % a run ({basis})"]
+    lines += [f"{where}{line}" for line in audit_lines]
     lines += [f"{where}{r['flag']} -> {r['value']}: refused by sglang {src.version}, never started: {r['why']}" for r in refused]
     return tune, {"plan": state["plan"], "plan_lines": lines}
 
@@ -229,6 +257,7 @@ def main():
             source_dir=dict(type="path"),
             model_config=dict(type="dict", default={}),
             hardware=dict(type="dict", default={}),
+            from_audit=dict(type="bool", default=True),
             budget_minutes=dict(type="float", default=60),
             cost_model=dict(type="dict", default={}),
             settings=dict(type="dict", default={}),

@@ -125,15 +125,17 @@ SEEDS_ONE_STEP = {"sglang_version": "0.5.11",
                   "sglang_args": {k: v for k, v in {**CT129_ARGS, "speculative_num_steps": 1}.items()
                                   if k != "speculative_num_draft_tokens"},
                   "sglang_expect": {}, "sglang_verify_min_decode_tok_s": 0, "sglang_verify_min_accept_length": 0,
-                  "sglang_tune_space": {"speculative_num_steps": [1, 2, 3, 4, 5]},
                   "sglang_tune_budget_minutes": 20, "sglang_tune_restart_s": 15, "sglang_tune_measure_s": 10}
 
 
 def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(fleet):
-    """tune.yml on the seeds' ct129 redeployed with 1-step MTP: the simulator's default surface decodes
-    fastest at 3-4 steps (lab/sglang_sim/README.md, "Response surface"; the tuner never reads it). The
-    search measures the incumbent, walks the steps up, confirms the best on a fresh restart, writes it
-    into host_vars/ct129.yml (comments kept) and deploy.yml's roles roll the host out to it. False-alarm
+    """tune.yml on the seeds' ct129 redeployed with 1-step MTP, no sglang_tune_space: the default space
+    (MTP steps 1-5) and the audit's candidate (0.5.11 auto-disables the piecewise CUDA graph for this
+    multimodal model: forced off and on). The simulator's default surface decodes fastest at 3-4 steps
+    and gives forcing the graph nothing (lab/sglang_sim/README.md, "Response surface"; the tuner never
+    reads it). The search measures the incumbent, walks the steps up, confirms the best on a fresh
+    restart, writes it into host_vars/ct129.yml (comments kept) and deploy.yml's roles roll the host out
+    to it, its first verify compared with the confirmation's runs. False-alarm
     budget: a win must beat 1 step by 2 % at 5 % (the search's alpha); the surface's 3-step gain is
     ~35 %, so a miss would take a measurement ~10 noise widths off (the simulator's noise is ~2 %)."""
     rc, out = fleet.play("lab/prepare.yml", "-l", HOST, "-e", json.dumps({"lab_sim_faults": {}}))
@@ -152,7 +154,11 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
     assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == pid
     rc, out = fleet.play("tune.yml", "-l", HOST, "--check")   # the plan only
     assert rc == 0, out[-20000:]
-    assert re.search(r"ct129: 4 of 4 candidates fit in 20 min at one measurement each", unflow(out)), out
+    flat = unflow(out)
+    assert re.search(r"ct129: 5 of 5 candidates fit in 20 min at one measurement each", flat), out
+    assert "ct129: prefill/piecewise CUDA graph: auto-disabled here: " in flat and \
+        "trying enforce_piecewise_cuda_graph false and true" in flat, out
+    assert "ct129: FlashInfer all-reduce fusion: unavailable on this hardware: " in flat, out
     assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == pid
 
     host_vars = fleet.inventory.parent / "host_vars" / f"{HOST}.yml"
@@ -175,6 +181,11 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
     assert yaml.safe_load(text)["sglang_args"]["speculative_num_steps"] == steps
     info = json.loads(fleet.ssh(HOST, "curl -s http://127.0.0.1:30000/get_server_info"))
     assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (steps, steps + 1), info
+    # the rollout's verify compared the new flags with the confirmation's runs (they joined the history)
+    verify = json.loads((fleet.reports / HOST / "verify-latest.json").read_text())
+    history = next(g for g in verify["gates"] if g["gate"] == "history")
+    decode = next(r for r in history["metrics"] if r["metric"] == "decode_tok_s@1")
+    assert decode["reference_runs"] >= 2 and history["status"] in ("pass", "inconclusive"), history
     rc, out = fleet.play("drift.yml", "-l", HOST)
     assert rc == 0, out[-20000:]
     report = subprocess.run([sys.executable, "scripts/fleet_report.py", "--reports", str(fleet.reports), HOST],

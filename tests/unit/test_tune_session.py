@@ -39,7 +39,7 @@ def params(src=None, **over):
     p = {"host": "ct129", "space": {"speculative_num_steps": [1, 2, 3, 4, 5]}, "args": dict(CT129),
          "source_dir": src, "model_config": QWEN36, "hardware": {}, "budget_minutes": 20,
          "cost_model": {"restart_s": 15, "measure_s": 10}, "settings": {}, "metric": "decode_tok_s@1",
-         "history_file": "", "noise_prior": {"pct": 2, "dof": 4}, "state_file": "", "outcome": None, "seconds": None,
+         "history_file": "", "noise_prior": {"pct": 2, "dof": 4}, "from_audit": False, "state_file": "", "outcome": None, "seconds": None,
          "inventory_file": None, "changes": {}}
     p.update(over)
     return p
@@ -57,15 +57,19 @@ def test_the_plan_checks_every_value_against_the_release_and_refuses_what_it_wou
     assert [d["values"] for d in tune["state"]["space"]] == [[1, 2, 3], ["fcfs", "lpm"]]
     assert extra["plan_lines"][0].startswith("ct129: 3 of 3 candidates fit in 20 min at one measurement each")
     assert "noise 2.0 % a run (verify's prior)" in extra["plan_lines"][0]
-    assert extra["plan_lines"][1].startswith("ct129: schedule_policy -> shortest-first: refused by sglang 0.5.11, "
-                                             "never started: ")
+    assert extra["plan_lines"][-1].startswith("ct129: schedule_policy -> shortest-first: refused by sglang 0.5.11, "
+                                              "never started: ")
+    assert any(ln.endswith("not tried (sglang_tune_from_audit false): would try enforce_piecewise_cuda_graph false and "
+                           "true") for ln in extra["plan_lines"]), extra["plan_lines"]
     step = sglang_tune.next_of(tune)
     assert (step["action"], step["restart"], step["measurements"]) == ("measure", True, 2)
     assert step["args"] == CT129   # the incumbent runs the inventory's flags, a default left unset
 
 
 @pytest.mark.parametrize("over, message", [
-    ({"space": {}}, "the tuning space is empty: set sglang_tune_space"),
+    ({"space": {}, "args": {"model_path": "/m", "tp_size": 2}, "model_config": {"architectures": ["LlamaForCausalLM"]},
+      "from_audit": True},
+     "the tuning space is empty: this host runs no speculative decoding and the audit finds nothing a switch turns on"),
     ({"space": {"speculative_num_stepz": [1, 2]}}, "speculative_num_stepz: not set in sglang_args and resolved by SGLang "
                                                    "only at start-up"),
     ({"space": {"speculative_num_steps": [2, 3]}}, "speculative_num_steps: the incumbent's value 1 is not among [2, 3]"),
@@ -221,3 +225,29 @@ def test_the_write_action_refuses_a_host_whose_flags_come_from_a_group_file(tmp_
     assert "its sglang_args may come from a group's file, which other hosts (maybe of other hardware) share" in str(err.value)
     assert "write the winner by hand: speculative_num_steps unset -> 4" in str(err.value)
     assert path.read_text() == "sglang_verify_min_decode_tok_s: 0\n"
+
+
+def test_without_a_space_the_seeds_host_tries_its_mtp_steps_and_what_the_release_auto_disables(src_0511):
+    """The seeds' ct129 (0.5.11, 2x A6000, Qwen3.6 classified multimodal) with no sglang_tune_space: its
+    MTP steps 1-5, and the piecewise CUDA graph that 0.5.11 auto-disables for a multimodal model, off and
+    on; FlashInfer all-reduce fusion needs SM90+ and is listed with its rule, never tried."""
+    a6000 = {"gpu_model": "NVIDIA RTX A6000", "gpu_count": 2, "compute_capability": "8.6", "source": "declared"}
+    tune, extra = sglang_tune.plan(params(src_0511, space={}, hardware=a6000, from_audit=True))
+    assert {d["flag"]: d["values"] for d in tune["state"]["space"]} == {
+        "speculative_num_steps": [1, 2, 3, 4, 5], "enforce_piecewise_cuda_graph": [False, True]}
+    lines = extra["plan_lines"]
+    assert any(ln.startswith("ct129: prefill/piecewise CUDA graph: auto-disabled here: ") and
+               ln.endswith("(sglang/srt/server_args.py:1229): trying enforce_piecewise_cuda_graph false and true")
+               for ln in lines), lines
+    assert any(ln.startswith("ct129: FlashInfer all-reduce fusion: unavailable on this hardware: ") and
+               ln.endswith("(sglang/srt/server_args.py:2330): not tried") for ln in lines), lines
+    assert any("single-batch overlap: off by default" in ln and "add enable_single_batch_overlap: [false, true] to "
+               "sglang_tune_space to try it" in ln for ln in lines), lines
+
+
+def test_the_default_space_walks_the_steps_only_with_one_draft_token_per_step():
+    assert session.default_space({"speculative_algorithm": "EAGLE", "speculative_num_steps": 6}) == \
+        {"speculative_num_steps": [1, 2, 3, 4, 5, 6, 7, 8]}
+    assert session.default_space({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+                                  "speculative_eagle_topk": 4}) == {}
+    assert session.default_space({"tp_size": 2}) == {}

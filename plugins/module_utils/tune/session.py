@@ -58,6 +58,49 @@ def incumbent(space, args, defaults):
     return out
 
 
+# Audit statuses (source/optimisations.py): what a flag could turn on here, and what the hardware rules out.
+AUTO_DISABLED, UNAVAILABLE, OFF_BY_DEFAULT = "auto-disabled", "unavailable on this hardware", "off by default"
+
+
+def default_space(args):
+    """The space tune.yml searches when the inventory gives none: the speculative steps around the
+    host's own (1 to 5, or up to two past it) where it runs EAGLE/MTP with one draft token per step
+    (topk 1: the draft tokens follow the steps). Empty otherwise: the audit's candidates remain."""
+    steps = args.get("speculative_num_steps")
+    if not args.get("speculative_algorithm") or not isinstance(steps, int) or isinstance(steps, bool) \
+            or args.get("speculative_eagle_topk", 1) != 1:
+        return {}
+    return {"speculative_num_steps": list(range(1, max(5, steps + 2) + 1))}
+
+
+def audit_candidates(findings, flags_by_option, space):
+    """What the audit adds to ``space`` (a dict of flag -> values), and the lines that say why:
+    each optimisation the release auto-disables here that a switch (a store_true flag) turns back on is
+    tried off and on; one the hardware rules out is listed with its rule, never tried; one off by
+    default is listed with how to try it. ``findings``: the static audit's (source.predict), each with
+    name, status, reason, override, how_to_enable, rule_file, rule_line; ``flags_by_option``: the
+    release's flags by option string."""
+    added, lines = {}, []
+    for f in findings:
+        rule = f" ({f['rule_file']}:{f['rule_line']})" if f.get("rule_file") else ""
+        flag = flags_by_option.get(f.get("override") or "")
+        switch = flag is not None and flag.get("action") == "store_true"
+        dest = flag and (flag.get("field") or flag.get("dest"))
+        if f["status"] == UNAVAILABLE:
+            lines.append(f"{f['name']}: {UNAVAILABLE}: {f['reason']}{rule}: not tried")
+        elif f["status"] == AUTO_DISABLED and switch and dest not in space:
+            added[dest] = [False, True]
+            lines.append(f"{f['name']}: auto-disabled here: {f['reason']}{rule}: trying {dest} false and true")
+        elif f["status"] == AUTO_DISABLED:
+            lines.append(f"{f['name']}: auto-disabled here: {f['reason']}{rule}"
+                         + (f": in sglang_tune_space as {dest}" if dest in space else
+                            f": not tried ({f.get('how_to_enable') or 'no switch turns it on'}; add it to sglang_tune_space)"))
+        elif f["status"] == OFF_BY_DEFAULT and switch and dest not in space:
+            lines.append(f"{f['name']}: off by default{rule}: not tried ({f.get('how_to_enable') or f['override']}; "
+                         f"add {dest}: [false, true] to sglang_tune_space to try it)")
+    return added, lines
+
+
 def check_space(space, args, incumbent_flags, check):
     """(the space with only the values the release accepts, refused rows [{flag, value, why}]).
     Each value is tried alone on the host's flags: ``check(args) -> [error messages]`` is the release's
