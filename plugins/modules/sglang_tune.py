@@ -57,14 +57,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-next: {description: "What to do now: {action: measure|confirm|done, candidate (flags), args (the inventory's flags with the candidate's changes), measurements, restart, why}.", type: dict, returned: when action is plan or record}
+next:
+  description: >-
+    What to do now: {action: measure|confirm|done, candidate (flags), args (the inventory's flags with the
+    candidate's changes), measurements, restart, why}.
+  type: dict
+  returned: when action is plan or record
 progress: {description: "Candidate k of n, time used and left, the best so far (text and figures).", type: dict, returned: when action is plan or record}
 plan: {description: "plan: what fits the budget (message, fits, beyond).", type: dict, returned: when action is plan}
 plan_lines: {description: "plan: the plan, the noise it judges with and each refused value, as lines.", type: list, returned: when action is plan}
 refused: {description: "Values the installed release refuses ({flag, value, why}).", type: list, returned: when action is plan or record}
 result: {description: "Once done: won, winner, changes, gain, interval, rows, used_s, ...", type: dict, returned: when done}
 lines: {description: "Once done: the answer, one line per candidate.", type: list, returned: when done}
-winner_changes: {description: "Once done: flag -> value of a confirmed winner (empty without one): what the write action takes.", type: dict, returned: when done}
+winner_changes:
+  description: "Once done: flag -> value of a confirmed winner (empty without one): what the write action takes."
+  type: dict
+  returned: when done
 left_on_table: {description: "Once done: the measured gain and its changes (null without a confirmed win).", type: str, returned: when done}
 args: {description: "write: the host's sglang_args as the file now has them.", type: dict, returned: when action is write}
 diff: {description: "write: the file before and after.", type: dict, returned: when action is write}
@@ -89,7 +97,12 @@ else:
 
 from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError, to_argv
-from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv, predict, validate_argv
+from ansible_collections.sglang.fleet.plugins.module_utils.source import (
+    UnknownLayout,
+    normalise_argv,
+    predict,
+    validate_argv,
+)
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
 from ansible_collections.sglang.fleet.plugins.module_utils.source.model import Runtime
 from ansible_collections.sglang.fleet.plugins.module_utils.tune import search, session

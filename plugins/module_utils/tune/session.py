@@ -249,8 +249,10 @@ def edit_args_block(text, changes, key="sglang_args"):
 
 
 def _same(a, b):
-    return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
-                                              and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
+    """Equal values of one kind: 1 and 1.0 are the same number, True and 1 are not."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b if isinstance(a, (int, float)) and isinstance(b, (int, float)) else type(a) is type(b) and a == b
 
 
 def _show(value):
