@@ -97,6 +97,7 @@ else:
 
 from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError, to_argv
+from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
 from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     UnknownLayout,
     normalise_argv,
@@ -178,7 +179,7 @@ def plan(p):
         raise session.TuneError(f"sglang_tune_space must be a mapping of flag -> list of values: {space!r}")
     findings = [dataclasses.asdict(f) for f in predict(src, normalise(src, args), p["hardware"], p["model_config"] or None)]
     options = {opt: dataclasses.asdict(f) for f in src.flags for opt in f.option_strings}
-    added, audit_lines = session.audit_candidates(findings, options, space)
+    added, audit_lines = session.audit_candidates(findings, options, space, gpu=not is_cpu_host(p["hardware"]))
     space = {**space, **(added if p["from_audit"] else {})}
     if not p["from_audit"]:
         audit_lines = [line.replace(": trying ", ": not tried (sglang_tune_from_audit false): would try ")

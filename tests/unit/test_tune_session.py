@@ -251,3 +251,19 @@ def test_the_default_space_walks_the_steps_only_with_one_draft_token_per_step():
     assert session.default_space({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
                                   "speculative_eagle_topk": 4}) == {}
     assert session.default_space({"tp_size": 2}) == {}
+
+
+def test_the_audit_tries_only_switches_that_turn_a_thing_on_and_nothing_without_a_gpu():
+    findings = [
+        {"name": "decode CUDA graph", "status": "auto-disabled", "reason": "torch_native", "override": "--disable-cuda-graph",
+         "how_to_enable": None, "rule_file": "sglang/srt/arg_groups/attention_hook.py", "rule_line": 124},
+        {"name": "prefill/piecewise CUDA graph", "status": "auto-disabled", "reason": "multimodal",
+         "override": "--enforce-piecewise-cuda-graph", "how_to_enable": "add it", "rule_file": "f.py", "rule_line": 1}]
+    flags = {"--disable-cuda-graph": {"dest": "disable_cuda_graph", "action": "store_true"},
+             "--enforce-piecewise-cuda-graph": {"dest": "enforce_piecewise_cuda_graph", "action": "store_true"}}
+    added, lines = session.audit_candidates(findings, flags, {})
+    assert added == {"enforce_piecewise_cuda_graph": [False, True]}
+    assert lines[0] == ("decode CUDA graph: auto-disabled here: torch_native (sglang/srt/arg_groups/attention_hook.py:124): "
+                        "not tried (no switch turns it on; add it to sglang_tune_space)")
+    added, lines = session.audit_candidates(findings, flags, {}, gpu=False)   # the lab's cpu1
+    assert added == {} and all("not tried" in ln for ln in lines), lines

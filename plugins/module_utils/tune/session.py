@@ -73,19 +73,20 @@ def default_space(args):
     return {"speculative_num_steps": list(range(1, max(5, steps + 2) + 1))}
 
 
-def audit_candidates(findings, flags_by_option, space):
+def audit_candidates(findings, flags_by_option, space, gpu=True):
     """What the audit adds to ``space`` (a dict of flag -> values), and the lines that say why:
     each optimisation the release auto-disables here that a switch (a store_true flag) turns back on is
     tried off and on; one the hardware rules out is listed with its rule, never tried; one off by
     default is listed with how to try it. ``findings``: the static audit's (source.predict), each with
     name, status, reason, override, how_to_enable, rule_file, rule_line; ``flags_by_option``: the
-    release's flags by option string."""
+    release's flags by option string. A switch named --disable-* turns a thing off, not on; without a
+    GPU (``gpu`` false) nothing is tried: the audited optimisations are GPU kernels and graphs."""
     added, lines = {}, []
     for f in findings:
         rule = f" ({f['rule_file']}:{f['rule_line']})" if f.get("rule_file") else ""
         flag = flags_by_option.get(f.get("override") or "")
-        switch = flag is not None and flag.get("action") == "store_true"
         dest = flag and (flag.get("field") or flag.get("dest"))
+        switch = gpu and flag is not None and flag.get("action") == "store_true" and not dest.startswith("disable")
         if f["status"] == UNAVAILABLE:
             lines.append(f"{f['name']}: {UNAVAILABLE}: {f['reason']}{rule}: not tried")
         elif f["status"] == AUTO_DISABLED and switch and dest not in space:
