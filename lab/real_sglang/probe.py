@@ -57,6 +57,22 @@ def answer(status, ctype, text):
     return {"status": status, "json": "json" in ctype, "body": body}
 
 
+def refusal(status, ctype, text):
+    """A bad request's answer: its shape, and the release's own words (the error's type and its message,
+    up to the request's echoed input, which the simulator must answer alike)."""
+    out = answer(status, ctype, text)
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return out
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    message = str(error.get("message", ""))
+    # a validation error's message goes on with the request's own input and the endpoint's file: cut there
+    out["error"] = {"type": error.get("type"), "message": message.split(", 'input':", 1)[0] if ", 'input':" in message
+                    else message.split("\n", 1)[0]}
+    return out
+
+
 def stream(status, text):
     """A streamed answer: the distinct shapes of its `data:` chunks, in order of first appearance,
     the finish reasons seen, and whether it ends with [DONE]."""
@@ -126,6 +142,21 @@ def probes(base, key, model, context_length):
             base, "POST", "/v1/completions", {**comp, "model": "no-such-model"}, key)),
         "POST /v1/completions max_tokens beyond the context": answer(*request(
             base, "POST", "/v1/completions", {**comp, "max_tokens": context_length * 2}, key)),
+        # bad requests (#42: the simulator must fail as the real release fails)
+        "POST /v1/completions negative temperature": refusal(*request(
+            base, "POST", "/v1/completions", {**comp, "temperature": -1}, key)),
+        "POST /v1/completions without a prompt": refusal(*request(
+            base, "POST", "/v1/completions", {k: v for k, v in comp.items() if k != "prompt"}, key)),
+        "POST /v1/chat/completions without messages": refusal(*request(
+            base, "POST", "/v1/chat/completions", {k: v for k, v in chat.items() if k != "messages"}, key)),
+        "POST /v1/chat/completions max_tokens a string": refusal(*request(
+            base, "POST", "/v1/chat/completions", {**chat, "max_tokens": "four"}, key)),
+        "POST /generate without text": refusal(*request(
+            base, "POST", "/generate", {"sampling_params": gen["sampling_params"]}, key)),
+        "POST /generate negative max_new_tokens": refusal(*request(
+            base, "POST", "/generate", {**gen, "sampling_params": {"max_new_tokens": -1}}, key)),
+        "POST /generate top_p above 1": refusal(*request(
+            base, "POST", "/generate", {**gen, "sampling_params": {"max_new_tokens": 4, "top_p": 1.5}}, key)),
         "GET /v1/models without a key": answer(*request(base, "GET", "/v1/models")),
         "GET /v1/models with a wrong key": answer(*request(base, "GET", "/v1/models", key=key + "-wrong")),
     }

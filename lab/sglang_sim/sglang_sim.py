@@ -1016,7 +1016,50 @@ def count_words(text) -> int:
 
 
 class BadRequest(Exception):
-    pass
+    """A request the release refuses with 400, in one of its three bodies (``kind``): "openai" (the
+    OpenAI endpoints' ErrorResponse, type BadRequestError), "generate" (/generate's
+    ``{"error": {"message"}}``, 0.5.23 srt/entrypoints/http_server.py:2246-2250 `_create_error_response`,
+    0.5.3 :1219) or "validation" (FastAPI's request validation turned into 400, type "Bad Request",
+    0.5.23 http_server.py:635-690 `validation_exception_handler`). Checked against the real 0.5.23 on
+    lab host cpu1: lab/real_sglang/probe.py's bad requests, tests/fixtures/real_sglang/0.5.23-cpu-probes.json."""
+
+    def __init__(self, message, kind="openai"):
+        super().__init__(message)
+        self.kind = kind
+
+
+# The release's SamplingParams.verify (0.5.23 srt/sampling/sampling_params.py:252-292; the same checks
+# since 0.4.10.post2 :95): the first of its checks a request fails, with its message. 0.5.14 reworded
+# the temperature check ("non-negative finite number"; 0.5.13.post1 and older: "non-negative").
+FINITE_TEMPERATURE_SINCE = (0, 5, 14)
+
+
+def sampling_error(version, temperature=None, top_p=None, max_new_tokens=None):
+    """The message SamplingParams.verify raises for these values in `version`, or None."""
+    if temperature is not None:
+        t = float(temperature)
+        if version_tuple(version) >= FINITE_TEMPERATURE_SINCE:
+            if not math.isfinite(t) or t < 0.0:
+                return f"temperature must be a non-negative finite number, got {t}."
+        elif t < 0.0:
+            return f"temperature must be non-negative, got {t}."
+    if top_p is not None and not 0.0 < float(top_p) <= 1.0:
+        return f"top_p must be in (0, 1], got {float(top_p)}."
+    if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) and max_new_tokens < 0:
+        return f"max_new_tokens must be at least 0, got {max_new_tokens}."
+    return None
+
+
+def missing_field(body, field):
+    """FastAPI's validation message for a required field the body lacks (pydantic's "missing"): its first
+    part (the real one goes on with the endpoint's file and line)."""
+    return f"1 validation error:\n  {{'type': 'missing', 'loc': ('body', {field!r}), 'msg': 'Field required', 'input': {body!r}}}"
+
+
+def not_an_integer(field, value):
+    """FastAPI's validation message for an integer field given a string that is not one (pydantic's "int_parsing")."""
+    return (f"1 validation error:\n  {{'type': 'int_parsing', 'loc': ('body', {field!r}), 'msg': 'Input should be a "
+            f"valid integer, unable to parse string as an integer', 'input': {value!r}}}")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -1109,7 +1152,12 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(405, {"detail": "Method Not Allowed"})
             fn(self, body)
         except BadRequest as exc:
-            self._error(400, str(exc))
+            if exc.kind == "generate":
+                self._json(400, {"error": {"message": str(exc)}})
+            elif exc.kind == "validation":
+                self._json(400, {"object": "error", "message": str(exc), "type": "Bad Request", "param": None, "code": 400})
+            else:
+                self._error(400, str(exc))
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -1171,9 +1219,12 @@ class Handler(BaseHTTPRequestHandler):
             prompt = len(body["input_ids"])
         elif body.get("text") is not None:
             prompt = max(count_words(body["text"]), 1)
-        else:
-            raise BadRequest("Either text or input_ids should be provided.")
+        else:   # 0.5.23 srt/managers/io_struct.py:454 (the same since 0.4.10.post2 :165)
+            raise BadRequest("Either text, input_ids or input_embeds should be provided.", kind="generate")
         sp = body.get("sampling_params") or {}
+        error = sampling_error(self.engine.version, sp.get("temperature"), sp.get("top_p"), sp.get("max_new_tokens"))
+        if error:
+            raise BadRequest(error, kind="generate")
         n = self._int(sp, "max_new_tokens", default=128)
         n = pd_admit(self, body, n)  # PD disaggregation section: refuse, or wait for the KV
         if n is None:
@@ -1214,6 +1265,15 @@ class Handler(BaseHTTPRequestHandler):
         if not self._require_loaded():
             return
         eng = self.engine
+        required = "messages" if chat else "prompt"
+        if required not in body:
+            raise BadRequest(missing_field(body, required), kind="validation")
+        for field in ("max_tokens", "max_completion_tokens"):
+            if isinstance(body.get(field), str) and not body[field].strip().lstrip("+-").isdigit():
+                raise BadRequest(not_an_integer(field, body[field]), kind="validation")
+        error = sampling_error(eng.version, body.get("temperature"), body.get("top_p"))
+        if error:
+            raise BadRequest(error)
         if chat:
             msgs = body.get("messages")
             if not isinstance(msgs, list) or not msgs:
@@ -1221,8 +1281,6 @@ class Handler(BaseHTTPRequestHandler):
             prompt = max(sum(count_words(m.get("content")) for m in msgs if isinstance(m, dict)), 1)
             n = self._int(body, "max_completion_tokens", "max_tokens", default=128)
         else:
-            if "prompt" not in body:
-                raise BadRequest("prompt is required")
             prompt = max(count_words(body["prompt"]), 1)
             n = self._int(body, "max_tokens", default=16)
         shapes = version_tuple(eng.version) >= OPENAI_SHAPES_SINCE
