@@ -10,7 +10,7 @@ warm, nothing else running); a module not listed goes last. Re-measure with `--d
 MODULE_SECONDS = {
     "test_real_sglang_lab.py": 1566,  # one cold full-profile install, four real starts, the router rollout (457 s)
     "test_verify_lab.py": 801,
-    "test_regression_lab.py": 687,  # a deploy, its rollback, 5 regression steps (one venv) and the restore
+    "test_regression_lab.py": 1000,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (~330 s)
     "test_rollout_recovery_lab.py": 628,
     "test_model_lab.py": 571,  # its own hub, 8 stagings and rollbacks
     "test_bad_inputs_lab.py": 559,
