@@ -21,12 +21,12 @@ description:
 options:
   source_dir: {description: The C(sglang) package folder of the release., type: path, required: true}
   argv: {description: SGLang arguments (no program name)., type: list, elements: str, required: true}
-  host: {description: Name used in messages., type: str, default: ""}
   model_config:
     description: "The model's config.json (at least C(architectures)); empty: the start-up checks that need it are skipped."
     type: dict
     default: {}
   hardware: {description: "GPU facts (gpu_model, ...; ansible_facts.sglang_gpu).", type: dict, default: {}}
+extends_documentation_fragment: [sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -51,6 +51,7 @@ import dataclasses
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv, validate_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
 
@@ -60,7 +61,7 @@ def main():
         argument_spec=dict(
             source_dir=dict(type="path", required=True),
             argv=dict(type="list", elements="str", required=True),
-            host=dict(type="str", default=""),
+            **inventory_host_option(),
             model_config=dict(type="dict", default={}),
             hardware=dict(type="dict", default={}),
         ),

@@ -2,6 +2,7 @@
 
 import ast
 import builtins
+import importlib.util
 import pathlib
 import re
 
@@ -81,3 +82,88 @@ def test_no_module_imports_another_modules_private_name():
              if isinstance(node, ast.ImportFrom)
              for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert not found, "make these names public:\n" + "\n".join(found)
+
+
+# Shared module options (doc fragments, plugins/doc_fragments/): a module declares api_key, timeout or
+# host itself only where the option means something else than the fragment's, for the reason given.
+SHARED_OPTIONS = ("api_key", "timeout", "host")
+KEEPS_ITS_OWN = {
+    ("sglang_bench", "api_key"): "no default (None): the bench client then sends no Authorization header",
+    ("sglang_router_drift", "api_key"): "the router's key, not the server's, and no default",
+    ("sglang_deploy_state", "timeout"): "30 s for the one health probe",
+    ("sglang_ready", "timeout"): "the whole wait for the first 200 (1800 s), not one request",
+    ("sglang_model_stage", "timeout"): "rsync's time limit, 0 = never",
+    ("sglang_drift", "host"): "required without fleet, and named in the fix (run deploy.yml -l HOST)",
+    ("sglang_host_check", "host"): "required",
+    ("sglang_router_drift", "host"): "no default: the compare step needs it",
+    ("sglang_router_verify", "host"): "required: the router whose replicas are read",
+}
+# The fragment fits, but the module is not this change's to edit (roles/sglang_tune's work in progress).
+FITS_BUT_LEFT = {("sglang_tune", "host")}
+
+
+def module_constant(path, name):
+    """A module's string constant (its DOCUMENTATION), read without importing the module."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.value.value
+    return None
+
+
+def fragment_options():
+    """{option: (fragment, its documentation)} of every doc fragment of the collection (DOCUMENTATION and
+    any named one), as ansible-doc reads them from the ModuleDocFragment class."""
+    import yaml
+
+    found = {}
+    for path in sorted((REPO / "plugins" / "doc_fragments").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"doc_fragment_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for var, text in sorted(vars(module.ModuleDocFragment).items()):
+            if var.isupper():
+                name = f"sglang.fleet.{path.stem}" + ("" if var == "DOCUMENTATION" else f".{var.lower()}")
+                for option, doc in yaml.safe_load(text)["options"].items():
+                    assert option not in found, f"{option} is documented in {found[option][0]} and {name}"
+                    found[option] = (name, doc)
+    return found
+
+
+def same_option(a, b):
+    return all(a.get(k) == b.get(k) for k in ("type", "default", "required", "choices", "elements"))
+
+
+def test_shared_module_options_are_written_once_in_a_doc_fragment():
+    """api_key (6 modules), timeout (6) and host (11) were each written in every module: where the
+    option means what the fragment says (same type, default, required), the module extends the fragment."""
+    import yaml
+
+    fragments = fragment_options()
+    assert sorted(fragments) == sorted(SHARED_OPTIONS)
+    own, fits = [], []
+    for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
+        doc = yaml.safe_load(module_constant(path, "DOCUMENTATION"))
+        for option in SHARED_OPTIONS:
+            mine = (doc.get("options") or {}).get(option)
+            if mine is None:
+                continue
+            own.append((path.stem, option))
+            if same_option(mine, fragments[option][1]) and (path.stem, option) not in FITS_BUT_LEFT:
+                fits.append(f"{rel(path)}: {option} is {fragments[option][0]}'s: extend it")
+    assert fits == []
+    assert sorted(own) == sorted([*KEEPS_ITS_OWN, *FITS_BUT_LEFT]), "a module writes a shared option again"
+
+
+def test_the_shared_options_specs_are_the_fragments():
+    """module_utils/module_options.py's argument specs say what the fragments document (validate-modules
+    checks each module; this checks the helper itself, api_key never logged)."""
+    from ansible_collections.sglang.fleet.plugins.module_utils import module_options
+
+    fragments = fragment_options()
+    specs = {**module_options.server_options(), **module_options.inventory_host_option()}
+    assert module_options.server_options() == {**module_options.api_key_option(), **module_options.http_timeout_option()}
+    assert sorted(specs) == sorted(SHARED_OPTIONS)
+    for option, spec in specs.items():
+        assert same_option(spec, fragments[option][1]), option
+    assert specs["api_key"]["no_log"] is True
+    assert module_options.api_key_option() is not module_options.api_key_option()  # a fresh dict per module
