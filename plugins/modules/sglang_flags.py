@@ -53,7 +53,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv, validate_argv
-from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
+from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 
 
 def main():
@@ -69,7 +69,7 @@ def main():
     )
     where = f"{module.params['host']}: " if module.params["host"] else ""
     try:
-        src = load_source(module.params["source_dir"], write=True)  # the controller's extracted copy
+        src = cached_source(module.params["source_dir"], write=True)  # the controller's extracted copy
     except (UnknownLayout, OSError) as exc:
         module.fail_json(msg=f"{where}cannot read the SGLang source in {module.params['source_dir']}: {exc}. "
                              "Run deploy.yml (its ml_env role downloads and extracts the release) first.")

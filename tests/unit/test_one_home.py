@@ -167,3 +167,25 @@ def test_the_shared_options_specs_are_the_fragments():
         assert same_option(spec, fragments[option][1]), option
     assert specs["api_key"]["no_log"] is True
     assert module_options.api_key_option() is not module_options.api_key_option()  # a fresh dict per module
+
+
+def top_level_functions(path):
+    return {node.name for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_a_name_means_one_thing():
+    """`fingerprint` is host/args.py's (SGLang version + argv: what makes two runs comparable), not the
+    digest of a deploy's inputs (action/sglang_deploy_state.py's inputs_digest); `load_source` is the
+    reader's (source/loader.py), not the cached reading (source/cache.py's cached_source)."""
+    homes = {"fingerprint": "plugins/module_utils/host/args.py", "load_source": "plugins/module_utils/source/loader.py"}
+    for name, home in homes.items():
+        defined = [rel(p) for p in python_files("plugins", "filter_plugins") if name in top_level_functions(p)]
+        assert defined == [home], name
+    # source/cache.py keeps `load_source = cached_source` for plugins/modules/sglang_tune.py alone (not this
+    # change's to edit); no other module imports the cached reading by the reader's name.
+    by_old_name = [f"{rel(path)}:{node.lineno}" for path in python_files("plugins", "filter_plugins", "tests", "scripts", "bench")
+                   for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("source.cache")
+                   and any(alias.name == "load_source" for alias in node.names)]
+    assert [where.split(":")[0] for where in by_old_name] == ["plugins/modules/sglang_tune.py"], by_old_name
