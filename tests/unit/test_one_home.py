@@ -189,3 +189,17 @@ def test_a_name_means_one_thing():
                    if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("source.cache")
                    and any(alias.name == "load_source" for alias in node.names)]
     assert [where.split(":")[0] for where in by_old_name] == ["plugins/modules/sglang_tune.py"], by_old_name
+
+
+def test_action_plugins_write_reports_through_the_one_helper():
+    """Run the module, pop the report arguments, stamp, write: sglang_report.py's run_module_and_report,
+    for audit, compat, release and drift alike; only sglang_report.py calls write_report."""
+    calls = {}
+    for path in python_files("plugins/action"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func).rsplit(".", 1)[-1]
+                if name in ("write_report", "run_module_and_report"):
+                    calls.setdefault(name, set()).add(path.stem)
+    assert calls == {"write_report": {"sglang_report"},
+                     "run_module_and_report": {"sglang_audit", "sglang_compat", "sglang_drift", "sglang_release"}}
