@@ -3,6 +3,7 @@
 import ast
 import builtins
 import importlib.util
+import os
 import pathlib
 import re
 
@@ -203,3 +204,30 @@ def test_action_plugins_write_reports_through_the_one_helper():
                     calls.setdefault(name, set()).add(path.stem)
     assert calls == {"write_report": {"sglang_report"},
                      "run_module_and_report": {"sglang_audit", "sglang_compat", "sglang_drift", "sglang_release"}}
+
+
+def test_role_inputs_reads_each_roles_argument_specs_once(monkeypatch):
+    """sglang_role_inputs validates an entry point and looks for misspelled names with one reading of
+    the role's meta/argument_specs.yml (unknown_role_vars takes the specs read), and says the same."""
+    import types
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    from ansible_collections.sglang.fleet.filter_plugins import fleet_vars
+    from ansible_collections.sglang.fleet.plugins.action import sglang_role_inputs
+
+    read = []
+    real = fleet_vars.role_argument_specs
+    monkeypatch.setattr(fleet_vars, "role_argument_specs", lambda path: read.append(path) or real(path))
+    monkeypatch.setattr(fleet_vars.yaml, "safe_load", lambda *a, _real=fleet_vars.yaml.safe_load: read.append("yaml") or _real(*a))
+    task = types.SimpleNamespace(args={"roles": ["sglang_drift", "sglang_verify"]}, async_val=0, check_mode=False,
+                                 action="sglang.fleet.sglang_role_inputs")
+    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/nonexistent"))
+    loader = DataLoader()
+    action = sglang_role_inputs.ActionModule(task, connection, None, loader, Templar(loader=loader), None)
+    result = action.run(task_vars={"sglang_version": "0.5.11", "sglang_verify_min_tok_z": 1})
+    assert result == {"failed": True,
+                      "msg": "unknown variable sglang_verify_min_tok_z: did you mean sglang_verify_min_decode_tok_s?"}
+    roles = sglang_role_inputs.ROLES_DIR
+    assert read == [os.path.join(roles, "sglang_drift"), "yaml", os.path.join(roles, "sglang_verify"), "yaml"]
