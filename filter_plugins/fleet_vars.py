@@ -25,13 +25,21 @@ def unknown_vars(present, known, prefix):
     return messages
 
 
-def unknown_role_vars(present, role_path):
+def role_argument_specs(role_path):
+    """The `argument_specs` mapping of the role at `role_path` (its meta/argument_specs.yml)."""
+    with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)["argument_specs"]
+
+
+def unknown_role_vars(present, role_path, specs=None):
     """unknown_vars for the role at `role_path`: its `<role>_*` names among `present` that its
     meta/argument_specs.yml knows neither as an input (entry point main) nor as one of the facts it
-    sets for others (entry point outputs, which no tasks file runs). Used by
-    roles/sglang_common/tasks/check_vars.yml and by plugins/action/sglang_drift.py."""
-    with open(os.path.join(role_path, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
-        specs = yaml.safe_load(fh)["argument_specs"]
+    sets for others (entry point outputs, which no tasks file runs). `specs`: that file's
+    argument_specs when the caller has read it already (role_argument_specs), else it is read here.
+    Used by roles/sglang_common/tasks/check_vars.yml, plugins/action/sglang_drift.py and
+    plugins/action/sglang_role_inputs.py."""
+    if specs is None:
+        specs = role_argument_specs(role_path)
     known = [*specs["main"]["options"], *(specs.get("outputs") or {}).get("options", {})]
     return unknown_vars(list(present), known, f"{os.path.basename(os.path.normpath(role_path))}_")
 

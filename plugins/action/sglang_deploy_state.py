@@ -1,10 +1,11 @@
-"""Action plugin: the controller's half of sglang_deploy_state, the fingerprint of a host's deploy.
+"""Action plugin: the controller's half of sglang_deploy_state, the digest of a host's deploy inputs.
 
-The fingerprint is a sha256 of the host's inventory name, every `sglang_*` and `ml_env_*` variable
-of the host as the task sees it (inventory, group_vars, -e; templated, vault values decrypted) and
-the project's code (roles, modules, plugins, playbooks) and the ansible-core version: what a deploy
-is made of and checks. Verify's variables are in it (a changed one gets the whole deploy, so its
-checks run); the rollout's batches (play-level) and report folders (the controller's) are not.
+The module's `fingerprint` option, when the task gives none, is `inputs_digest`: a sha256 of the
+host's inventory name, every `sglang_*` and `ml_env_*` variable of the host as the task sees it
+(inventory, group_vars, -e; templated, vault values decrypted) and the project's code (roles,
+modules, plugins, playbooks) and the ansible-core version: what a deploy is made of and checks.
+Verify's variables are in it (a changed one gets the whole deploy, so its checks run); the
+rollout's batches (play-level) and report folders (the controller's) are not.
 With a `skip_reason` the host is reported out of sync, for that reason, without a look.
 """
 
@@ -64,8 +65,10 @@ def input_names(names):
     return sorted(n for n in names if INPUT.match(n) and not NOT_AN_INPUT.search(n) and n not in OUTPUTS)
 
 
-def fingerprint(values, code):
-    """sha256 of the inputs' values (a mapping name -> templated value) and the code digest."""
+def inputs_digest(values, code):
+    """sha256 of the inputs' values (a mapping name -> templated value) and the code digest: what
+    sglang_deploy_state saves and compares as its `fingerprint` (not host/args.py's fingerprint, the
+    SGLang version and argv that make two runs comparable)."""
     text = json.dumps({"code": code, "vars": values}, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -86,7 +89,7 @@ class ActionModule(ActionBase):
                 except Exception as exc:  # noqa: BLE001 (a variable that does not template is an input too)
                     values[name] = f"<{exc.__class__.__name__}>"
             values["inventory_hostname"] = task_vars.get("inventory_hostname")  # a record is one name's
-            args["fingerprint"] = fingerprint(values, code_digest())
+            args["fingerprint"] = inputs_digest(values, code_digest())
         if args.get("state", "check") == "check" and skip_reason:
             result.update(changed=False, in_sync=False, fingerprint=args["fingerprint"], reasons=[skip_reason])
             return result

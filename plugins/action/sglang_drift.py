@@ -8,24 +8,19 @@ does what three per-host tasks did:
      roles/sglang_common/tasks/check_vars.yml);
   2. runs the sglang_drift module on the host (plugins/modules/sglang_drift.py);
   3. writes the host's report on the controller, `<report_dir>/drift-<report_stamp>.json` and
-     `drift-latest.json` (plugins/action/sglang_report.py's writer: 0600 in a 0700 folder), also
-     under --check and never as a change.
+     `drift-latest.json` (plugins/action/sglang_report.py's run_module_and_report, as the audit's,
+     compat's and release's action plugins: 0600 in a 0700 folder), also under --check and never as
+     a change; `report_check_mode` is the report's `check_mode` (the task runs with check_mode false).
 With `fleet` (the summary, run once on the controller) only the module runs. The result is
 no_log when an `api_key` is given (the task needs no no_log of its own).
 """
 
 from __future__ import annotations
 
-import os
-
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.sglang.fleet.filter_plugins import fleet_vars as _fleet_vars
-from ansible_collections.sglang.fleet.plugins.action import sglang_report as _reports
-
-REPORT_ARGS = ("report_dir", "report_stamp", "report_check_mode")
+from ansible_collections.sglang.fleet.plugins.action.sglang_report import run_module_and_report
 
 
 class ActionModule(ActionBase):
@@ -34,24 +29,23 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        args = dict(self._task.args)
-        report = {name: args.pop(name, None) for name in REPORT_ARGS}
+        args = self._task.args
         role = self._task._role
         if args.get("fleet") is None and role is not None:
             problems = _fleet_vars.unknown_role_vars(task_vars, role._role_path)
             if problems:
                 result.update(failed=True, msg="; ".join(problems))
                 return result
-        result.update(self._execute_module(module_name="sglang.fleet.sglang_drift", module_args=args, task_vars=task_vars))
+
+        def content(drift, stamp):
+            # a host's report; the fleet summary (`fleet`) returns none and is not written
+            if not isinstance(drift.get("report"), dict):
+                return None
+            return {**drift["report"], "generated_at": stamp, "check_mode": bool(args.get("report_check_mode"))}
+
+        result.update(run_module_and_report(self, "sglang.fleet.sglang_drift", task_vars, "drift", content,
+                                            name="sglang_drift"))
         # no_log for the module's result when the server's API key was sent, and only then: a
         # task-level no_log would also hide the variable check's message above.
         result["_ansible_no_log"] = bool(args.get("api_key")) or bool(result.get("_ansible_no_log"))
-        if report["report_dir"] and isinstance(result.get("report"), dict) and not result.get("failed"):
-            stamp = to_text(report["report_stamp"])
-            content = {**result["report"], "generated_at": stamp, "check_mode": bool(report["report_check_mode"])}
-            try:
-                result["report_paths"] = _reports.write_report(os.path.expanduser(to_text(report["report_dir"])),
-                                                               "drift", stamp, content)
-            except (OSError, TypeError, ValueError) as exc:
-                raise AnsibleActionFail(f"sglang_drift could not write the drift report: {exc}") from exc
         return result

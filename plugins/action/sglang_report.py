@@ -45,18 +45,21 @@ def write_report(folder, kind, stamp, report):
     return paths
 
 
-REPORT_ARGS = ("report_dir", "report_stamp")
+# The task arguments that are the report's, not the module's: its folder, its stamp, and (drift's,
+# whose task runs with check_mode false) whether the run was under --check, for content to read.
+REPORT_ARGS = ("report_dir", "report_stamp", "report_check_mode")
 
 
-def run_module_and_report(action, module, task_vars, kind, content, stamp_of=None):
+def run_module_and_report(action, module, task_vars, kind, content, stamp_of=None, name=None):
     """Run `module` with the task's arguments less REPORT_ARGS, then, when report_dir is given and the
     module succeeded, write content(result, stamp) (a dict, or None for no report) as the host's `kind`
     report stamped stamp_of(result), else report_stamp, else now (UTC), under --check too (content
     returns None where a report must not be written). What an action plugin named
     after its module does to fold "run it, then write its report" into one task; the result gets
-    `report_stamp` and `report_paths`."""
+    `report_stamp` and `report_paths`. A report that cannot be written fails the task with
+    "<name> could not write the <kind> report" (`name`: the module's, as given, unless said)."""
     args = dict(action._task.args)
-    folder, stamp = (args.pop(name, None) for name in REPORT_ARGS)
+    folder, stamp, _check_mode = (args.pop(arg, None) for arg in REPORT_ARGS)
     result = action._execute_module(module_name=module, module_args=args, task_vars=task_vars)
     if stamp_of and not result.get("failed"):
         stamp = stamp_of(result) or stamp
@@ -66,7 +69,7 @@ def run_module_and_report(action, module, task_vars, kind, content, stamp_of=Non
         try:
             result["report_paths"] = write_report(os.path.expanduser(to_text(folder)), kind, stamp, report)
         except (OSError, TypeError, ValueError) as exc:
-            raise AnsibleActionFail(f"{module} could not write the {kind} report: {exc}") from exc
+            raise AnsibleActionFail(f"{name or module} could not write the {kind} report: {exc}") from exc
         result["report_stamp"] = stamp
     return result
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 
-import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
@@ -25,10 +24,8 @@ from ansible_collections.sglang.fleet.filter_plugins import fleet_vars
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
 
 
-def entry_options(role, entry):
-    """The options of `role`'s entry point `entry` (meta/argument_specs.yml)."""
-    with open(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml"), encoding="utf-8") as fh:
-        specs = yaml.safe_load(fh)["argument_specs"]
+def entry_options(role, entry, specs):
+    """The options of `role`'s entry point `entry` in its argument specs `specs` (meta/argument_specs.yml)."""
     if entry not in specs:
         raise AnsibleActionFail(f"sglang_role_inputs: roles/{role} has no argument spec entry point {entry!r}")
     return specs[entry].get("options") or {}
@@ -65,14 +62,16 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("sglang_role_inputs needs roles: a list of role names (name or name:entry)")
         for item in roles:
             role, entry = (str(item).split(":", 1) + ["main"])[:2]
-            spec = entry_options(role, entry)
+            role_path = os.path.join(ROLES_DIR, role)
+            specs = fleet_vars.role_argument_specs(role_path)  # read once: the entry's options, then the names it knows
+            spec = entry_options(role, entry, specs)
             validation = ArgumentSpecValidator(spec).validate(self.role_args(role, spec, task_vars, role in with_defaults),
                                                               validate_role_argument_spec=True)
             if validation.error_messages:
                 result.update(failed=True, argument_errors=validation.error_messages,
                               msg="Validation of arguments failed:\n" + "\n".join(validation.error_messages))
                 return result
-            problems = fleet_vars.unknown_role_vars(list(task_vars), os.path.join(ROLES_DIR, role))
+            problems = fleet_vars.unknown_role_vars(list(task_vars), role_path, specs)
             if problems:
                 result.update(failed=True, msg="; ".join(problems))
                 return result

@@ -40,15 +40,13 @@ options:
   missing_ok: {description: Return installed=false instead of failing when the venv has no sglang yet., type: bool, default: false}
   server_url: {description: Base URL of the running server ("" for the static audit only)., type: str, default: ""}
   server_missing_ok: {description: Return server=false instead of failing when the server cannot be reached., type: bool, default: false}
-  api_key: {description: The server's API key (sent as a Bearer token)., type: str, default: ""}
-  timeout: {description: Seconds for each HTTP request., type: int, default: 10}
-  host: {description: Name used in messages., type: str, default: ""}
   environment:
     description:
       - The service's environment (sglang_host.service.environment).
       - Packages its PYTHONPATH puts ahead of the release's are reported (C(shadowed)) and warned about.
     type: dict
     default: {}
+extends_documentation_fragment: [sglang.fleet.api_key, sglang.fleet.http_timeout, sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -92,6 +90,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit impo
     runtime_audit,
     static_audit,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option, server_options
 
 
 def main():
@@ -107,9 +106,8 @@ def main():
             missing_ok=dict(type="bool", default=False),
             server_url=dict(type="str", default=""),
             server_missing_ok=dict(type="bool", default=False),
-            api_key=dict(type="str", default="", no_log=True),
-            timeout=dict(type="int", default=10),
-            host=dict(type="str", default=""),
+            **server_options(),
+            **inventory_host_option(),
             environment=dict(type="dict", default={}),
         ),
         supports_check_mode=True,

@@ -35,7 +35,7 @@ options:
   driver_table: {description: YAML file of CUDA version -> minimum driver., type: path, required: true}
   kernel_table: {description: YAML file of the kernels' SM targets (may not exist yet)., type: path, required: true}
   ignore: {description: Checks whose C(blocked) is accepted on purpose., type: list, elements: str, default: []}
-  host: {description: The inventory name (for messages)., type: str, default: ""}
+extends_documentation_fragment: [sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -88,6 +88,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import 
     verdict,
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.release_facts import Pypi, release_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import WheelError, find_uv
 
 
@@ -117,7 +118,7 @@ def main():
             driver_table=dict(type="path", required=True),
             kernel_table=dict(type="path", required=True),
             ignore=dict(type="list", elements="str", default=[]),
-            host=dict(type="str", default=""),
+            **inventory_host_option(),
         ),
         supports_check_mode=True,
     )

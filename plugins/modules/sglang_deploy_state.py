@@ -26,7 +26,6 @@ options:
   service: {description: systemd unit name., type: str, default: sglang}
   files: {description: "Files whose change needs a restart (unit, environment, launcher), O(state=check).", type: list, elements: path, default: []}
   health_url: {description: "URL that must answer 200 (O(state=check)); empty: not probed.", type: str, default: ""}
-  api_key: {description: Bearer token for O(health_url)., type: str, default: ""}
   timeout: {description: Seconds for the probe., type: int, default: 30}
   desired:
     description:
@@ -37,6 +36,7 @@ options:
     default: {}
   server_url: {description: "With O(desired): the server whose resolved settings drift compares too (\"\" to skip).", type: str, default: ""}
   verify_always: {description: "O(state=check): RV(verify_reason) is set for every host in sync, not only an unproven one.", type: bool, default: false}
+extends_documentation_fragment: [sglang.fleet.api_key]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -66,6 +66,7 @@ verify_reason:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.check import machine_id
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import api_key_option
 from ansible_collections.sglang.fleet.plugins.module_utils.release.deploy_state import (
     check,
     save,
@@ -86,7 +87,7 @@ def main():
             "service": {"type": "str", "default": "sglang"},
             "files": {"type": "list", "elements": "path", "default": []},
             "health_url": {"type": "str", "default": ""},
-            "api_key": {"type": "str", "default": "", "no_log": True},
+            **api_key_option(),
             "timeout": {"type": "int", "default": 30},
             "desired": {"type": "dict", "default": {}},
             "server_url": {"type": "str", "default": ""},

@@ -27,8 +27,6 @@ options:
   unit_file: {description: The unit file on disk., type: path, default: /etc/systemd/system/sglang.service}
   launcher: {description: The launcher the unit runs., type: path, default: /usr/local/lib/sglang-fleet/sglang_launch.py}
   server_url: {description: Base URL of the running server on the host ("" to skip the resolved settings)., type: str, default: ""}
-  api_key: {description: The server's API key (sent as a Bearer token)., type: str, default: ""}
-  timeout: {description: Seconds for each HTTP request., type: int, default: 10}
   model:
     description:
       - "The staged model revision to compare with the marker written when it was checked - C({path, mode}),
@@ -40,6 +38,7 @@ options:
       - "Summarise the fleet instead of reading a host - C({host: report}), a report being this
         module's RV(report), or null for a host that was not checked. Run it on the controller."
     type: dict
+extends_documentation_fragment: [sglang.fleet.api_key, sglang.fleet.http_timeout]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -81,6 +80,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.drift.host_drift impo
     fleet_summary,
     observe,
 )
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import server_options
 
 
 def main():
@@ -97,8 +97,7 @@ def main():
             unit_file=dict(type="path", default="/etc/systemd/system/sglang.service"),
             launcher=dict(type="path", default="/usr/local/lib/sglang-fleet/sglang_launch.py"),
             server_url=dict(type="str", default=""),
-            api_key=dict(type="str", default="", no_log=True),
-            timeout=dict(type="int", default=10),
+            **server_options(),
             model=dict(type="dict", default={}),
             fleet=dict(type="dict"),
         ),

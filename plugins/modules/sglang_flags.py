@@ -21,12 +21,12 @@ description:
 options:
   source_dir: {description: The C(sglang) package folder of the release., type: path, required: true}
   argv: {description: SGLang arguments (no program name)., type: list, elements: str, required: true}
-  host: {description: Name used in messages., type: str, default: ""}
   model_config:
     description: "The model's config.json (at least C(architectures)); empty: the start-up checks that need it are skipped."
     type: dict
     default: {}
   hardware: {description: "GPU facts (gpu_model, ...; ansible_facts.sglang_gpu).", type: dict, default: {}}
+extends_documentation_fragment: [sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -51,8 +51,9 @@ import dataclasses
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv, validate_argv
-from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
+from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 
 
 def main():
@@ -60,7 +61,7 @@ def main():
         argument_spec=dict(
             source_dir=dict(type="path", required=True),
             argv=dict(type="list", elements="str", required=True),
-            host=dict(type="str", default=""),
+            **inventory_host_option(),
             model_config=dict(type="dict", default={}),
             hardware=dict(type="dict", default={}),
         ),
@@ -68,7 +69,7 @@ def main():
     )
     where = f"{module.params['host']}: " if module.params["host"] else ""
     try:
-        src = load_source(module.params["source_dir"], write=True)  # the controller's extracted copy
+        src = cached_source(module.params["source_dir"], write=True)  # the controller's extracted copy
     except (UnknownLayout, OSError) as exc:
         module.fail_json(msg=f"{where}cannot read the SGLang source in {module.params['source_dir']}: {exc}. "
                              "Run deploy.yml (its ml_env role downloads and extracts the release) first.")

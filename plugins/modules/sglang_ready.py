@@ -16,9 +16,9 @@ description:
 options:
   url: {description: The server's base URL (the host model's C(url))., type: str, required: true}
   service: {description: The systemd service running the server., type: str, required: true}
-  api_key: {description: SGLANG_API_KEY when the server requires one., type: str, default: ""}
   timeout: {description: Seconds to wait for the first 200., type: int, default: 1800}
   delay: {description: Seconds between tries., type: int, default: 5}
+extends_documentation_fragment: [sglang.fleet.api_key]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -44,6 +44,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import api_key_option
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
     http_status,
     main_pid,
@@ -66,7 +67,7 @@ def main():
         argument_spec={
             "url": {"type": "str", "required": True},
             "service": {"type": "str", "required": True},
-            "api_key": {"type": "str", "default": "", "no_log": True},
+            **api_key_option(),
             "timeout": {"type": "int", "default": 1800},
             "delay": {"type": "int", "default": 5},
         },

@@ -17,7 +17,6 @@ options:
   service: {description: systemd unit name., type: str, default: sglang-router}
   unit_file: {description: The unit file on disk., type: path, default: /etc/systemd/system/sglang-router.service}
   api_url: {description: "The router's base URL, read on the router host (observe).", type: str}
-  timeout: {description: Seconds for the HTTP request., type: int, default: 10}
   observed: {description: What the observe run returned (compare)., type: dict}
   host: {description: Inventory name (compare)., type: str}
   version: {description: sglang-router release the host must run (compare)., type: str}
@@ -28,6 +27,7 @@ options:
   workers_group: {description: The workers group's name (compare)., type: str, default: sglang_servers}
   launcher: {description: The launcher the unit runs (compare)., type: path, default: /usr/local/lib/sglang-fleet/sglang_launch.py}
   api_key: {description: "The router's API key, sent as a bearer token to read /workers (observe); never logged.", type: str}
+extends_documentation_fragment: [sglang.fleet.http_timeout]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -59,6 +59,7 @@ in_sync: {description: True when nothing differs., type: bool, returned: compare
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import http_timeout_option
 from ansible_collections.sglang.fleet.plugins.module_utils.router.drift import drift_report, observe, redact_router_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.router.parser import RouterParserError, parse_router_argv
 
@@ -70,7 +71,7 @@ def main():
             unit_file=dict(type="path", default="/etc/systemd/system/sglang-router.service"),
             api_url=dict(type="str"),
             api_key=dict(type="str", no_log=True),
-            timeout=dict(type="int", default=10),
+            **http_timeout_option(),
             observed=dict(type="dict"),
             host=dict(type="str"),
             version=dict(type="str"),

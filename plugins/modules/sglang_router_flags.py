@@ -15,7 +15,7 @@ description:
 options:
   source_dir: {description: The extracted C(sglang_router) package folder., type: path, required: true}
   argv: {description: Router arguments (no program name)., type: list, elements: str, required: true}
-  host: {description: Name used in messages., type: str, default: ""}
+extends_documentation_fragment: [sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -34,6 +34,7 @@ parsed: {description: "The settings the argv makes (RouterArgs fields), when it 
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.router.parser import RouterParserError, parse_router_argv
 
 
@@ -42,7 +43,7 @@ def main():
         argument_spec=dict(
             source_dir=dict(type="path", required=True),
             argv=dict(type="list", elements="str", required=True),
-            host=dict(type="str", default=""),
+            **inventory_host_option(),
         ),
         supports_check_mode=True,
     )

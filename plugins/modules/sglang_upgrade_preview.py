@@ -22,7 +22,7 @@ options:
   hardware: {description: "GPU facts (ansible_facts.sglang_gpu from gpu_facts).", type: dict, default: {}}
   model_config: {description: "The model's config.json as read on the host (empty when unknown).", type: dict, default: {}}
   compat: {description: "The target's compatibility result (status, summary, checks) or empty when not checked.", type: dict, default: {}}
-  host: {description: Name used in messages., type: str, default: ""}
+extends_documentation_fragment: [sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -46,6 +46,7 @@ summary: {description: "One line - host, from -> to, and what changes.", type: s
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.upgrade import UpgradeError, as_json, preview
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, load_source
 
 
@@ -58,7 +59,7 @@ def main():
             hardware=dict(type="dict", default={}),
             model_config=dict(type="dict", default={}),
             compat=dict(type="dict", default={}),
-            host=dict(type="str", default=""),
+            **inventory_host_option(),
         ),
         supports_check_mode=True,
     )

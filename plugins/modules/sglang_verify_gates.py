@@ -36,13 +36,13 @@ options:
   history_file: {description: JSON-lines history of this host ("" or a missing file = no history)., type: path, default: ""}
   peer_history_files: {description: "Other hosts' history files: where their records were measured on the same hardware and
       workload, their pooled run-to-run noise is this host's prior (missing files: none).", type: list, elements: path, default: []}
-  host: {description: Name used in messages., type: str, default: ""}
   stamp: {description: UTC time stamp of this run., type: str, default: ""}
   last_good: {description: "The host's last known good release record (the C(last_good) that M(sglang.fleet.sglang_release) returns); {} =
       none.", type: dict, default: {}}
   earlier: {description: "This run's earlier measurements (each result's C(measurement)), when an inconclusive gate had the
       server measured again: the run is judged on all of them (each measurement's figure, every repeat).", type: list,
     elements: dict, default: []}
+extends_documentation_fragment: [sglang.fleet.inventory_host]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -80,6 +80,7 @@ measure_again: {description: "True when a gate suspects a loss (a failed floor, 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import inventory_host_option
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import VerifyError, evaluate, read_history_file
 
 
@@ -94,7 +95,7 @@ def main():
             "thresholds": {"type": "dict", "default": {}},
             "history_file": {"type": "path", "default": ""},
             "peer_history_files": {"type": "list", "elements": "path", "default": []},
-            "host": {"type": "str", "default": ""},
+            **inventory_host_option(),
             "stamp": {"type": "str", "default": ""},
             "last_good": {"type": "dict", "default": {}},
             "earlier": {"type": "list", "elements": "dict", "default": []},

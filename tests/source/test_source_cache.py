@@ -41,8 +41,8 @@ def site(tmp_path, release, copy=False):
 @pytest.mark.parametrize("release", ["0.5.11", "0.5.18", "0.5.23"])
 def test_the_cached_reading_is_the_reading(tmp_path, counted, release):
     pkg = site(tmp_path, release)
-    fresh = sglang_source_cache.load_source(pkg, write=True)
-    cached = sglang_source_cache.load_source(pkg)
+    fresh = sglang_source_cache.cached_source(pkg, write=True)
+    cached = sglang_source_cache.cached_source(pkg)
     assert len(counted) == 1 and cached is not fresh
     assert (cached.version, cached.era, cached.flags, cached.rules) == (fresh.version, fresh.era, fresh.flags,
                                                                       fresh.rules)
@@ -53,36 +53,36 @@ def test_the_cached_reading_is_the_reading(tmp_path, counted, release):
 
 def test_without_write_nothing_is_stored(tmp_path, counted):
     pkg = site(tmp_path, "0.5.11")
-    sglang_source_cache.load_source(pkg)
-    sglang_source_cache.load_source(pkg)
+    sglang_source_cache.cached_source(pkg)
+    sglang_source_cache.cached_source(pkg)
     assert len(counted) == 2 and not pathlib.Path(sglang_source_cache.cache_path(pkg)).exists()
 
 
 def test_a_hand_edited_or_new_source_file_is_read_again(tmp_path, counted):
     """The seeds' user patched server_args.py with sed: the audit must read the patched file."""
     pkg = site(tmp_path, "0.5.11", copy=True)
-    sglang_source_cache.load_source(pkg, write=True)
+    sglang_source_cache.cached_source(pkg, write=True)
     server_args = pkg / "srt" / "server_args.py"
     text = server_args.read_text()
     assert '"--cuda-graph-max-bs",' in text
     server_args.write_text(text.replace('"--cuda-graph-max-bs",', '"--cuda-graph-max-bs", "--cgmb",', 1))
-    patched = sglang_source_cache.load_source(pkg, write=True)
+    patched = sglang_source_cache.cached_source(pkg, write=True)
     assert len(counted) == 2 and patched.has("--cgmb")
-    assert sglang_source_cache.load_source(pkg).has("--cgmb") and len(counted) == 2
+    assert sglang_source_cache.cached_source(pkg).has("--cgmb") and len(counted) == 2
     # a file the reader looked for and did not find now exists
     entry = __import__("pickle").loads(pathlib.Path(sglang_source_cache.cache_path(pkg)).read_bytes())
     absent = sorted(rel for rel, stamp in entry["files"].items() if stamp is None)
     assert absent, "the reader looked for no missing file: nothing to test here"
     (pkg.parent / absent[0]).parent.mkdir(parents=True, exist_ok=True)
     (pkg.parent / absent[0]).write_text("# new\n")
-    sglang_source_cache.load_source(pkg)
+    sglang_source_cache.cached_source(pkg)
     assert len(counted) == 3
 
 
 @pytest.mark.parametrize("tamper", ["group-writable file", "group-writable folder", "other reader", "garbage"])
 def test_a_cache_that_cannot_be_trusted_is_ignored(tmp_path, counted, monkeypatch, tamper):
     pkg = site(tmp_path, "0.5.11")
-    sglang_source_cache.load_source(pkg, write=True)
+    sglang_source_cache.cached_source(pkg, write=True)
     path = pathlib.Path(sglang_source_cache.cache_path(pkg))
     if tamper == "group-writable file":
         path.chmod(0o664)
@@ -92,5 +92,5 @@ def test_a_cache_that_cannot_be_trusted_is_ignored(tmp_path, counted, monkeypatc
         monkeypatch.setattr(sglang_source_cache, "FORMAT", sglang_source_cache.FORMAT + 1)
     else:
         path.write_bytes(b"\x80\x04not a pickle")
-    again = sglang_source_cache.load_source(pkg)
+    again = sglang_source_cache.cached_source(pkg)
     assert len(counted) == 2 and again.version == "0.5.11"

@@ -2,6 +2,8 @@
 
 import ast
 import builtins
+import importlib.util
+import os
 import pathlib
 import re
 
@@ -81,3 +83,151 @@ def test_no_module_imports_another_modules_private_name():
              if isinstance(node, ast.ImportFrom)
              for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert not found, "make these names public:\n" + "\n".join(found)
+
+
+# Shared module options (doc fragments, plugins/doc_fragments/): a module declares api_key, timeout or
+# host itself only where the option means something else than the fragment's, for the reason given.
+SHARED_OPTIONS = ("api_key", "timeout", "host")
+KEEPS_ITS_OWN = {
+    ("sglang_bench", "api_key"): "no default (None): the bench client then sends no Authorization header",
+    ("sglang_router_drift", "api_key"): "the router's key, not the server's, and no default",
+    ("sglang_deploy_state", "timeout"): "30 s for the one health probe",
+    ("sglang_ready", "timeout"): "the whole wait for the first 200 (1800 s), not one request",
+    ("sglang_model_stage", "timeout"): "rsync's time limit, 0 = never",
+    ("sglang_drift", "host"): "required without fleet, and named in the fix (run deploy.yml -l HOST)",
+    ("sglang_host_check", "host"): "required",
+    ("sglang_router_drift", "host"): "no default: the compare step needs it",
+    ("sglang_router_verify", "host"): "required: the router whose replicas are read",
+}
+# The fragment fits, but the module is not this change's to edit (roles/sglang_tune's work in progress).
+FITS_BUT_LEFT = {("sglang_tune", "host")}
+
+
+def module_constant(path, name):
+    """A module's string constant (its DOCUMENTATION), read without importing the module."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.value.value
+    return None
+
+
+def fragment_options():
+    """{option: (fragment, its documentation)} of every doc fragment of the collection (DOCUMENTATION and
+    any named one), as ansible-doc reads them from the ModuleDocFragment class."""
+    import yaml
+
+    found = {}
+    for path in sorted((REPO / "plugins" / "doc_fragments").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"doc_fragment_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for var, text in sorted(vars(module.ModuleDocFragment).items()):
+            if var.isupper():
+                name = f"sglang.fleet.{path.stem}" + ("" if var == "DOCUMENTATION" else f".{var.lower()}")
+                for option, doc in yaml.safe_load(text)["options"].items():
+                    assert option not in found, f"{option} is documented in {found[option][0]} and {name}"
+                    found[option] = (name, doc)
+    return found
+
+
+def same_option(a, b):
+    return all(a.get(k) == b.get(k) for k in ("type", "default", "required", "choices", "elements"))
+
+
+def test_shared_module_options_are_written_once_in_a_doc_fragment():
+    """api_key (6 modules), timeout (6) and host (11) were each written in every module: where the
+    option means what the fragment says (same type, default, required), the module extends the fragment."""
+    import yaml
+
+    fragments = fragment_options()
+    assert sorted(fragments) == sorted(SHARED_OPTIONS)
+    own, fits = [], []
+    for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
+        doc = yaml.safe_load(module_constant(path, "DOCUMENTATION"))
+        for option in SHARED_OPTIONS:
+            mine = (doc.get("options") or {}).get(option)
+            if mine is None:
+                continue
+            own.append((path.stem, option))
+            if same_option(mine, fragments[option][1]) and (path.stem, option) not in FITS_BUT_LEFT:
+                fits.append(f"{rel(path)}: {option} is {fragments[option][0]}'s: extend it")
+    assert fits == []
+    assert sorted(own) == sorted([*KEEPS_ITS_OWN, *FITS_BUT_LEFT]), "a module writes a shared option again"
+
+
+def test_the_shared_options_specs_are_the_fragments():
+    """module_utils/module_options.py's argument specs say what the fragments document (validate-modules
+    checks each module; this checks the helper itself, api_key never logged)."""
+    from ansible_collections.sglang.fleet.plugins.module_utils import module_options
+
+    fragments = fragment_options()
+    specs = {**module_options.server_options(), **module_options.inventory_host_option()}
+    assert module_options.server_options() == {**module_options.api_key_option(), **module_options.http_timeout_option()}
+    assert sorted(specs) == sorted(SHARED_OPTIONS)
+    for option, spec in specs.items():
+        assert same_option(spec, fragments[option][1]), option
+    assert specs["api_key"]["no_log"] is True
+    assert module_options.api_key_option() is not module_options.api_key_option()  # a fresh dict per module
+
+
+def top_level_functions(path):
+    return {node.name for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_a_name_means_one_thing():
+    """`fingerprint` is host/args.py's (SGLang version + argv: what makes two runs comparable), not the
+    digest of a deploy's inputs (action/sglang_deploy_state.py's inputs_digest); `load_source` is the
+    reader's (source/loader.py), not the cached reading (source/cache.py's cached_source)."""
+    homes = {"fingerprint": "plugins/module_utils/host/args.py", "load_source": "plugins/module_utils/source/loader.py"}
+    for name, home in homes.items():
+        defined = [rel(p) for p in python_files("plugins", "filter_plugins") if name in top_level_functions(p)]
+        assert defined == [home], name
+    # source/cache.py keeps `load_source = cached_source` for plugins/modules/sglang_tune.py alone (not this
+    # change's to edit); no other module imports the cached reading by the reader's name.
+    by_old_name = [f"{rel(path)}:{node.lineno}" for path in python_files("plugins", "filter_plugins", "tests", "scripts", "bench")
+                   for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("source.cache")
+                   and any(alias.name == "load_source" for alias in node.names)]
+    assert [where.split(":")[0] for where in by_old_name] == ["plugins/modules/sglang_tune.py"], by_old_name
+
+
+def test_action_plugins_write_reports_through_the_one_helper():
+    """Run the module, pop the report arguments, stamp, write: sglang_report.py's run_module_and_report,
+    for audit, compat, release and drift alike; only sglang_report.py calls write_report."""
+    calls = {}
+    for path in python_files("plugins/action"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func).rsplit(".", 1)[-1]
+                if name in ("write_report", "run_module_and_report"):
+                    calls.setdefault(name, set()).add(path.stem)
+    assert calls == {"write_report": {"sglang_report"},
+                     "run_module_and_report": {"sglang_audit", "sglang_compat", "sglang_drift", "sglang_release"}}
+
+
+def test_role_inputs_reads_each_roles_argument_specs_once(monkeypatch):
+    """sglang_role_inputs validates an entry point and looks for misspelled names with one reading of
+    the role's meta/argument_specs.yml (unknown_role_vars takes the specs read), and says the same."""
+    import types
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    from ansible_collections.sglang.fleet.filter_plugins import fleet_vars
+    from ansible_collections.sglang.fleet.plugins.action import sglang_role_inputs
+
+    read = []
+    real = fleet_vars.role_argument_specs
+    monkeypatch.setattr(fleet_vars, "role_argument_specs", lambda path: read.append(path) or real(path))
+    monkeypatch.setattr(fleet_vars.yaml, "safe_load", lambda *a, _real=fleet_vars.yaml.safe_load: read.append("yaml") or _real(*a))
+    task = types.SimpleNamespace(args={"roles": ["sglang_drift", "sglang_verify"]}, async_val=0, check_mode=False,
+                                 action="sglang.fleet.sglang_role_inputs")
+    connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir="/nonexistent"))
+    loader = DataLoader()
+    action = sglang_role_inputs.ActionModule(task, connection, None, loader, Templar(loader=loader), None)
+    result = action.run(task_vars={"sglang_version": "0.5.11", "sglang_verify_min_tok_z": 1})
+    assert result == {"failed": True,
+                      "msg": "unknown variable sglang_verify_min_tok_z: did you mean sglang_verify_min_decode_tok_s?"}
+    roles = sglang_role_inputs.ROLES_DIR
+    assert read == [os.path.join(roles, "sglang_drift"), "yaml", os.path.join(roles, "sglang_verify"), "yaml"]

@@ -88,16 +88,16 @@ def test_no_record_or_other_inputs_means_the_whole_deploy(host, tmp_path):
     assert reasons and all("sglang-test-none" in r for r in reasons), reasons
 
 
-def test_the_fingerprint_holds_the_deploys_inputs_and_not_batches_or_reports():
+def test_the_inputs_digest_holds_the_deploys_inputs_and_not_batches_or_reports():
     names = ["sglang_version", "sglang_args", "ml_env_profile", "sglang_service_secrets", "sglang_verify_min_tok_s",
              "sglang_rollout_batches", "sglang_report_dir", "sglang_audit_report_dir", "sglang_preflight_passed",
              "_sglang_service_argv", "ansible_host", "lab_model"]
     assert action.input_names(names) == ["ml_env_profile", "sglang_args", "sglang_service_secrets",
                                          "sglang_verify_min_tok_s", "sglang_version"]
-    base = action.fingerprint({"sglang_args": {"tp_size": 2}}, "c1")
-    assert base == action.fingerprint({"sglang_args": {"tp_size": 2}}, "c1")
-    assert base != action.fingerprint({"sglang_args": {"tp_size": 1}}, "c1")
-    assert base != action.fingerprint({"sglang_args": {"tp_size": 2}}, "c2")
+    base = action.inputs_digest({"sglang_args": {"tp_size": 2}}, "c1")
+    assert base == action.inputs_digest({"sglang_args": {"tp_size": 2}}, "c1")
+    assert base != action.inputs_digest({"sglang_args": {"tp_size": 1}}, "c1")
+    assert base != action.inputs_digest({"sglang_args": {"tp_size": 2}}, "c2")
 
 
 def test_the_code_digest_follows_the_code_and_not_its_caches_or_docs(tmp_path):

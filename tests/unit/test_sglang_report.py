@@ -36,3 +36,41 @@ def test_a_stamp_that_is_a_path_is_refused_and_nothing_is_written(tmp_path):
     assert rc != 0
     assert "must be a time stamp without '/'" in result["msg"], out
     assert not (tmp_path / "h").exists()
+
+
+def drift(tmp_path, **extra):
+    """sglang.fleet.sglang_drift as drift.yml's task runs it (the action plugin, then the module on localhost)."""
+    args = {"host": "ct129", "version": "0.5.11", "venv": str(tmp_path / "venv"), "entrypoint": "sglang.launch_server",
+            "args": {"model_path": "/m", "tp_size": 2}, "unit_file": str(tmp_path / "sglang.service"), **extra}
+    return run_module(args, module="sglang_drift")
+
+
+def test_drift_writes_its_report_through_the_shared_writer(tmp_path):
+    """The host's drift report: the module's report, stamped with report_stamp and report_check_mode."""
+    folder = tmp_path / "reports" / "ct129"
+    rc, result, out = drift(tmp_path, report_dir=str(folder), report_stamp="20261201T080000Z", report_check_mode=True)
+    assert rc == 0, out
+    assert result["report_paths"] == [str(folder / "drift-20261201T080000Z.json"), str(folder / "drift-latest.json")]
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for path in folder.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert json.loads(path.read_text()) == {**result["report"], "generated_at": "20261201T080000Z", "check_mode": True}
+    assert result["in_sync"] is False and "report_check_mode" not in result["invocation"]["module_args"]
+
+
+def test_drift_without_report_dir_or_in_fleet_mode_writes_nothing(tmp_path):
+    rc, result, out = drift(tmp_path)
+    assert rc == 0 and "report_paths" not in result, out
+    folder = tmp_path / "fleet"
+    rc, result, out = run_module({"fleet": {"ct129": None}, "report_dir": str(folder), "report_stamp": "20261201T080000Z",
+                                  "report_check_mode": False}, module="sglang_drift")
+    assert rc == 0, out
+    assert result["summary"]["line"] == "drift: 0 hosts in sync, 0 drifted, 1 not checked (ct129)"
+    assert "report_paths" not in result and not folder.exists()
+
+
+def test_a_drift_report_that_cannot_be_written_fails_with_drifts_message(tmp_path):
+    rc, result, out = drift(tmp_path, report_dir=str(tmp_path / "r"), report_stamp="a/b", report_check_mode=False)
+    assert rc != 0
+    assert result["msg"] == ("sglang_drift could not write the drift report: report stamp 'a/b' must be a time stamp "
+                             "without '/' or spaces"), out

@@ -47,7 +47,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     predict,
     validate_argv,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source as cached_source
+from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import (
     AUTO_DISABLED,
     BY_LABEL,

@@ -41,7 +41,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.model import files as model_files
 from ansible_collections.sglang.fleet.plugins.module_utils.source import UnknownLayout, normalise_argv
-from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
+from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import (
     read_cmdline,
     read_service,
@@ -268,7 +268,7 @@ def read_installed(venv: str, version: str, lock_file: str, env_root: str) -> tu
         info["current"] = os.path.normpath(os.path.join(env_root, os.readlink(current)))
     try:
         where = find_installed(venv)
-        src = load_source(where)
+        src = cached_source(where)
     except (AuditError, UnknownLayout, OSError) as exc:
         info["error"] = str(exc)
         return None, info

@@ -3,7 +3,7 @@
 Reading a release's flags and rules (plugins/module_utils/source/, load_source) parses a few dozen
 files: 1-2 CPU-s per host, paid by the flag check, the static and runtime audit and drift on every
 run. The deploy's static audit (root) stores the result next to the package it read,
-`<site-packages>/.sglang-fleet-source.pickle`; later readers (drift and audit as the connecting
+`<site-packages>/.sglang-fleet-source.pickle`; later readers (cached_source: drift and audit as the connecting
 user, the next deploy) load it when it is still true:
   - written by this reader: the key holds the sha256 of every module of the sglang_source package and of this file;
   - for this tree: the size and mtime of every file the reader opened, and the absence of every
@@ -116,9 +116,9 @@ def _write(path: str, key: str, src) -> None:
         return  # a read-only venv or another user's: read the source next time too
 
 
-def load_source(sglang_dir, write: bool = False):
-    """sglang_source.load_source(sglang_dir), from the cache when it is still true; with `write`,
-    store a fresh reading for the next caller."""
+def cached_source(sglang_dir, write: bool = False):
+    """The reading sglang_source.load_source(sglang_dir) returns, from the cache when it is still true;
+    with `write`, store a fresh reading for the next caller."""
     path = cache_path(sglang_dir)
     key = _reader_key()
     src = _read(path, key)
@@ -127,3 +127,8 @@ def load_source(sglang_dir, write: bool = False):
         if write:
             _write(path, key, src)
     return src
+
+
+# The cached reading's name before #43 (load_source, the reader's own name): plugins/modules/sglang_tune.py
+# still imports it; drop it once that module imports cached_source.
+load_source = cached_source
