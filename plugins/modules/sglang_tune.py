@@ -104,7 +104,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     predict,
     validate_argv,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import load_source
+from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 from ansible_collections.sglang.fleet.plugins.module_utils.source.model import Runtime
 from ansible_collections.sglang.fleet.plugins.module_utils.tune import search, session
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates
@@ -160,7 +160,7 @@ def next_of(tune):
 def plan(p):
     where = f"{p['host']}: " if p["host"] else ""
     try:
-        src = load_source(p["source_dir"], write=True)
+        src = cached_source(p["source_dir"], write=True)
     except (UnknownLayout, OSError) as exc:
         raise session.TuneError(f"cannot read the SGLang source in {p['source_dir']}: {exc}. Run deploy.yml first "
                                 "(its ml_env role downloads and extracts the release)") from None

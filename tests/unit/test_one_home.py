@@ -183,13 +183,12 @@ def test_a_name_means_one_thing():
     for name, home in homes.items():
         defined = [rel(p) for p in python_files("plugins", "filter_plugins") if name in top_level_functions(p)]
         assert defined == [home], name
-    # source/cache.py keeps `load_source = cached_source` for plugins/modules/sglang_tune.py alone (not this
-    # change's to edit); no other module imports the cached reading by the reader's name.
+    # no module imports the cached reading by the reader's name
     by_old_name = [f"{rel(path)}:{node.lineno}" for path in python_files("plugins", "filter_plugins", "tests", "scripts", "bench")
                    for node in ast.walk(ast.parse(path.read_text()))
                    if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("source.cache")
                    and any(alias.name == "load_source" for alias in node.names)]
-    assert [where.split(":")[0] for where in by_old_name] == ["plugins/modules/sglang_tune.py"], by_old_name
+    assert by_old_name == [], by_old_name
 
 
 def test_action_plugins_write_reports_through_the_one_helper():

@@ -78,7 +78,7 @@ def test_every_read_of_the_gpus_passes_the_host_models_device():
     assert sorted({f for f, _ in calls}) == ["playbooks/upgrade-preview.yml", "roles/sglang_audit/tasks/checks.yml",
                                              "roles/sglang_compat/tasks/main.yml",
                                              "roles/sglang_service/tasks/preflight.yml",
-                                             "roles/sglang_verify/tasks/checks.yml"]
+                                             "roles/sglang_tune/tasks/main.yml", "roles/sglang_verify/tasks/checks.yml"]
     assert all('device: "{{ sglang_host.device }}"' in call for _, call in calls), calls
     assert not [f for f in files if re.search(r"device.{0,40}sglang_\w*args|args\.device", (REPO / f).read_text())]
 

@@ -127,8 +127,3 @@ def cached_source(sglang_dir, write: bool = False):
         if write:
             _write(path, key, src)
     return src
-
-
-# The cached reading's name before #43 (load_source, the reader's own name): plugins/modules/sglang_tune.py
-# still imports it; drop it once that module imports cached_source.
-load_source = cached_source
