@@ -96,7 +96,7 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
 
-sanity: venv ## ansible-test sanity on the collection (plugins/, filter_plugins/, meta/, changelogs/)
+sanity: venv ## ansible-test sanity on the collection (plugins/ with its filters, filter_plugins/ links, meta/, changelogs/)
 	BIN=$(CURDIR)/$(BIN) bash scripts/sanity.sh
 
 # Test processes side by side (pytest-xdist): the llama-server build and the PyPI downloads

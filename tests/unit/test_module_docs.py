@@ -22,8 +22,8 @@ ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOL
 # Every module of the collection (the router's included), by FQCN as users call them.
 MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
 
-# ansible-doc finds the filters of filter_plugins/ (ansible.cfg) as ansible.legacy.<name>, but none of
-# them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
+# ansible-doc finds the filters (plugins/filter/, linked from filter_plugins/ for ansible.cfg) as
+# ansible.legacy.<name>, but none of them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
 # from this list when it gets documentation: it is then checked like a module.
 FILTERS_WITHOUT_DOCS = [
     "env_file_line", "sglang_args_problems", "sglang_argv", "sglang_expect_problems", "sglang_is_loopback",
@@ -83,7 +83,7 @@ def test_module_documentation(module):
 
 def _filter_names() -> list:
     names = []
-    for path in sorted((REPO / "filter_plugins").glob("*.py")):
+    for path in sorted((REPO / "plugins" / "filter").glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"_filters_{path.stem}", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
@@ -95,7 +95,7 @@ def test_filter_documentation():
     listed = ansible_doc("-t", "filter", "-l", "--json")
     assert listed.returncode == 0, listed.stderr
     ours = {k.split(".", 2)[2]: v for k, v in json.loads(listed.stdout).items() if k.startswith("ansible.legacy.")}
-    assert sorted(ours) == _filter_names()   # ansible-doc sees every filter of filter_plugins/
+    assert sorted(ours) == _filter_names()   # ansible-doc sees every filter of plugins/filter/
     assert sorted(n for n, short in ours.items() if short == "UNDOCUMENTED") == sorted(FILTERS_WITHOUT_DOCS)
     for name in sorted(set(ours) - set(FILTERS_WITHOUT_DOCS)):
         got = ansible_doc("-t", "filter", name)

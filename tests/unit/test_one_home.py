@@ -8,7 +8,7 @@ import pathlib
 import re
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-CODE = sorted(p for root in ("plugins", "filter_plugins") for p in (REPO / root).rglob("*.py"))
+CODE = sorted(p for root in ("plugins",) for p in (REPO / root).rglob("*.py"))
 FILES_HELPER = REPO / "plugins" / "module_utils" / "files.py"
 
 
@@ -43,7 +43,7 @@ def python_files(*roots):
 def test_a_median_is_statistics_median():
     """No hand-written median beside the standard library's (statistics.median, median_high...)."""
     found = [f"{rel(path)}:{node.lineno} def {node.name}"
-             for path in python_files("plugins", "filter_plugins", "scripts", "bench", "sglang_fleet", "tests")
+             for path in python_files("plugins", "scripts", "bench", "sglang_fleet", "tests")
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.strip("_") == "median"]
     assert not found, "use statistics.median:\n" + "\n".join(found)
@@ -62,7 +62,7 @@ def test_every_error_class_derives_from_the_one_root():
     (ValueError, RuntimeError) stays beside it where callers catch that. A private (_Name) class is
     a module's own control flow and never leaves it."""
     found = []
-    for path in python_files("plugins", "filter_plugins"):
+    for path in python_files("plugins"):
         if rel(path).startswith(SELF_CONTAINED):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
@@ -78,7 +78,7 @@ def test_no_module_imports_another_modules_private_name():
     """A name another module needs is public (no leading underscore); `import x as _x` aliases are fine.
     Tests may import private names of the module they test."""
     found = [f"{rel(path)}:{node.lineno} from {'.' * node.level}{node.module or ''} import {alias.name}"
-             for path in python_files("plugins", "filter_plugins")
+             for path in python_files("plugins")
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.ImportFrom)
              for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
@@ -181,10 +181,10 @@ def test_a_name_means_one_thing():
     reader's (source/loader.py), not the cached reading (source/cache.py's cached_source)."""
     homes = {"fingerprint": "plugins/module_utils/host/args.py", "load_source": "plugins/module_utils/source/loader.py"}
     for name, home in homes.items():
-        defined = [rel(p) for p in python_files("plugins", "filter_plugins") if name in top_level_functions(p)]
+        defined = [rel(p) for p in python_files("plugins") if name in top_level_functions(p)]
         assert defined == [home], name
     # no module imports the cached reading by the reader's name
-    by_old_name = [f"{rel(path)}:{node.lineno}" for path in python_files("plugins", "filter_plugins", "tests", "scripts", "bench")
+    by_old_name = [f"{rel(path)}:{node.lineno}" for path in python_files("plugins", "tests", "scripts", "bench")
                    for node in ast.walk(ast.parse(path.read_text()))
                    if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("source.cache")
                    and any(alias.name == "load_source" for alias in node.names)]
@@ -213,7 +213,7 @@ def test_role_inputs_reads_each_roles_argument_specs_once(monkeypatch):
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
 
-    from ansible_collections.sglang.fleet.filter_plugins import fleet_vars
+    from ansible_collections.sglang.fleet.plugins.filter import fleet_vars
     from ansible_collections.sglang.fleet.plugins.action import sglang_role_inputs
 
     read = []

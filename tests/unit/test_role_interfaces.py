@@ -3,7 +3,7 @@
 A role's private names (`_<role>_*` facts and vars, `__<role>*` registers) are read inside that role
 alone; what other roles and the playbooks read is one of its outputs: named `<role>_*` (ansible-lint's
 var-naming), declared in the `outputs` entry point of its meta/argument_specs.yml (so that the
-misspelled-variable check, filter_plugins/fleet_vars.py, knows it) and listed in its README.
+misspelled-variable check, plugins/filter/fleet_vars.py, knows it) and listed in its README.
 """
 
 import re
@@ -13,7 +13,7 @@ import yaml
 from ansible_run import REPO
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
-CODE = [p for top in ("playbooks", "roles", "filter_plugins", "plugins", "lab")
+CODE = [p for top in ("playbooks", "roles", "plugins", "lab")
         for p in (REPO / top).rglob("*") if p.suffix in (".yml", ".yaml", ".j2", ".py") and p.is_file()]
 CODE += [p for p in REPO.glob("*.yml")]
 
@@ -79,7 +79,7 @@ def test_a_roles_outputs_are_its_own_names_declared_and_in_its_readme(role):
 def test_the_variable_check_accepts_a_roles_outputs_and_still_refuses_a_misspelling():
     import importlib.util  # noqa: PLC0415
 
-    spec = importlib.util.spec_from_file_location("fleet_vars", REPO / "filter_plugins" / "fleet_vars.py")
+    spec = importlib.util.spec_from_file_location("fleet_vars", REPO / "plugins" / "filter" / "fleet_vars.py")
     fleet_vars = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fleet_vars)
     role = str(REPO / "roles" / "sglang_release")

@@ -10,7 +10,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _load_filters():
-    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang_args.py")
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "plugins" / "filter" / "sglang_args.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.FilterModule().filters()
@@ -108,7 +108,7 @@ def test_bad_values_are_rejected_with_a_fix(args, message):
 
 
 def _load_fleet_filters():
-    spec = importlib.util.spec_from_file_location("fleet_filters", REPO / "filter_plugins" / "fleet_vars.py")
+    spec = importlib.util.spec_from_file_location("fleet_filters", REPO / "plugins" / "filter" / "fleet_vars.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.FilterModule().filters()

@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.sglang.fleet.filter_plugins import sglang_host as host
-from ansible_collections.sglang.fleet.filter_plugins import sglang_multinode as multinode
+from ansible_collections.sglang.fleet.plugins.filter import sglang_host as host
+from ansible_collections.sglang.fleet.plugins.filter import sglang_multinode as multinode
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import hardware_line, shadowed_packages
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
     check_driver,

@@ -145,7 +145,7 @@ def test_the_module_saves_and_then_finds_the_record(host, tmp_path):
 
 
 def test_a_host_in_sync_is_still_compared_with_the_others_for_two_names_of_one_machine():
-    spec = importlib.util.spec_from_file_location("args_filters", REPO / "filter_plugins" / "sglang_args.py")
+    spec = importlib.util.spec_from_file_location("args_filters", REPO / "plugins" / "filter" / "sglang_args.py")
     filters = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(filters)
     hostvars = {"ct129": {"sglang_release_in_sync": {"in_sync": True, "machine_id": "machine-id a"}},

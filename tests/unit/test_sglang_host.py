@@ -1,4 +1,4 @@
-"""filter_plugins/sglang_host.py: the host model every playbook computes once per server
+"""plugins/filter/sglang_host.py: the host model every playbook computes once per server
 (playbooks/prelude.yml), and the one merge of the inventory's arguments behind it."""
 import importlib.util
 import pathlib
@@ -10,7 +10,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sglang_host", REPO / "filter_plugins" / "sglang_host.py")
+_spec = importlib.util.spec_from_file_location("sglang_host", REPO / "plugins" / "filter" / "sglang_host.py")
 host = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(host)
 

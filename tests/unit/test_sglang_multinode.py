@@ -1,4 +1,4 @@
-"""filter_plugins/sglang_multinode.py: a multi-node server's derived flags, its refusals, and the
+"""plugins/filter/sglang_multinode.py: a multi-node server's derived flags, its refusals, and the
 rollout's batch sizes (compared with Ansible's own batching, PlaybookExecutor._get_serialized_batches)."""
 import importlib.util
 import pathlib
@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.executor.playbook_executor import PlaybookExecutor
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sglang_multinode", REPO / "filter_plugins" / "sglang_multinode.py")
+_spec = importlib.util.spec_from_file_location("sglang_multinode", REPO / "plugins" / "filter" / "sglang_multinode.py")
 mn = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mn)
 

@@ -1,6 +1,6 @@
 """PD disaggregation as inventory groups: the servers' derived --disaggregation-mode and
---disaggregation-bootstrap-port (filter_plugins/sglang_pd.py), the router's --prefill/--decode
-(filter_plugins/sglang_router.py), and every refusal of a bad pair."""
+--disaggregation-bootstrap-port (plugins/filter/sglang_pd.py), the router's --prefill/--decode
+(plugins/filter/sglang_router.py), and every refusal of a bad pair."""
 import importlib.util
 import pathlib
 
@@ -16,8 +16,8 @@ def _load(name, path):
     return mod
 
 
-pd = _load("sglang_pd", "filter_plugins/sglang_pd.py")
-router = _load("sglang_router_filters", "filter_plugins/sglang_router.py")
+pd = _load("sglang_pd", "plugins/filter/sglang_pd.py")
+router = _load("sglang_router_filters", "plugins/filter/sglang_router.py")
 
 PAIR = {"sglang_pd_prefill_group": "qwen_prefill", "sglang_pd_decode_group": "qwen_decode"}
 

@@ -177,7 +177,7 @@ def test_failed_deploys_never_push_the_previous_good_releases_out(host):
 
 
 def test_a_release_line_names_the_model_revision_it_ran():
-    from ansible_collections.sglang.fleet.filter_plugins.sglang_release import release_lines
+    from ansible_collections.sglang.fleet.plugins.filter.sglang_release import release_lines
     rec = {"id": "0.5.23-0123456789ab", "status": "good", "version": "0.5.23", "fingerprint": "f" * 16,
            "model": {"repo": "Qwen/Qwen3-8B", "revision": "c26a71b480cfee239ca8fac22f412e9a85482d2b", "source": None}}
     (line,) = release_lines([rec], current=rec["id"])

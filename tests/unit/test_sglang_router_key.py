@@ -1,4 +1,4 @@
-"""The router's API key (filter_plugins/sglang_router.py): one key for the
+"""The router's API key (plugins/filter/sglang_router.py): one key for the
 router and the servers behind it, never in argv, and no open router beyond loopback by accident.
 The real router requiring it and passing it on runs in tests/lab/test_router_lab.py."""
 import importlib.util
@@ -8,7 +8,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location("sglang_router_filters",
-                                               REPO / "filter_plugins/sglang_router.py")
+                                               REPO / "plugins/filter/sglang_router.py")
 router = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(router)
 

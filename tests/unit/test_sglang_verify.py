@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible_run import REPO
 
-from ansible_collections.sglang.fleet.filter_plugins import sglang_verify as verify_filters
+from ansible_collections.sglang.fleet.plugins.filter import sglang_verify as verify_filters
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import declared_facts
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, noise, settings
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import (

@@ -36,7 +36,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.host.args import (
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_service"
-sys.path.insert(0, str(REPO / "filter_plugins"))
+sys.path.insert(0, str(REPO / "plugins" / "filter"))
 from sglang_args import FilterModule as ProjectFilters  # noqa: E402
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
