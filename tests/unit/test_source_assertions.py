@@ -1,6 +1,6 @@
 """sglang_source_assertions: the user's own grep/sed-style checks on the installed SGLang source.
 
-The validator's messages (preflight, filter_plugins/sglang_assertions.py), the evaluator on the real
+The validator's messages (preflight, plugins/filter/sglang_assertions.py), the evaluator on the real
 sources of two releases of different eras (0.5.11: everything in server_args.py; 0.5.23: the
 arg_groups/ hooks), the static audit's report and lines, and the sglang_audit module as Ansible runs it.
 The examples are the ones shipped in roles/sglang_audit/README.md and inventories/.
@@ -154,7 +154,7 @@ def test_not_a_list_and_not_a_mapping_and_duplicate_names():
 
 
 def test_the_preflight_filter_gives_the_validators_messages():
-    spec = importlib.util.spec_from_file_location("_assertion_filters", REPO / "filter_plugins" / "sglang_assertions.py")
+    spec = importlib.util.spec_from_file_location("_assertion_filters", REPO / "plugins" / "filter" / "sglang_assertions.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     problems = mod.FilterModule().filters()["sglang_source_assertion_problems"]
@@ -170,8 +170,8 @@ def test_the_role_refuses_it_in_preflight_and_checks_its_shape():
     assert check["ansible.builtin.assert"]["that"] == "__sglang_audit_input_problems | length == 0"
     # the expectations' problems first, then the assertions' (one check: the first one with a problem)
     assert check["vars"]["__sglang_audit_input_problems"] == (
-        "{{ (sglang_audit_expect | sglang_expect_problems) or "
-        "(sglang_audit_source_assertions | sglang_source_assertion_problems) }}")
+        "{{ (sglang_audit_expect | sglang.fleet.sglang_expect_problems) or "
+        "(sglang_audit_source_assertions | sglang.fleet.sglang_source_assertion_problems) }}")
     options = yaml.safe_load((REPO / "roles" / "sglang_audit" / "meta" / "argument_specs.yml").read_text()
                              )["argument_specs"]["main"]["options"]
     for name in ("sglang_source_assertions", "sglang_audit_source_assertions"):
