@@ -213,8 +213,8 @@ def test_role_inputs_reads_each_roles_argument_specs_once(monkeypatch):
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar
 
-    from ansible_collections.sglang.fleet.plugins.filter import fleet_vars
     from ansible_collections.sglang.fleet.plugins.action import sglang_role_inputs
+    from ansible_collections.sglang.fleet.plugins.filter import fleet_vars
 
     read = []
     real = fleet_vars.role_argument_specs
