@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sglang.fleet.filter_plugins import fleet_vars as _fleet_vars
 from ansible_collections.sglang.fleet.plugins.action.sglang_report import run_module_and_report
+from ansible_collections.sglang.fleet.plugins.filter import fleet_vars as _fleet_vars
 
 
 class ActionModule(ActionBase):

@@ -19,7 +19,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sglang.fleet.filter_plugins import fleet_vars
+from ansible_collections.sglang.fleet.plugins.filter import fleet_vars
 
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
 

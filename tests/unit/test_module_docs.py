@@ -22,8 +22,8 @@ ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOL
 # Every module of the collection (the router's included), by FQCN as users call them.
 MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
 
-# ansible-doc finds the filters (plugins/filter/, linked from filter_plugins/ for ansible.cfg) as
-# ansible.legacy.<name>, but none of them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
+# ansible-doc lists the filters of plugins/filter/ as sglang.fleet.<name> (the links of filter_plugins/
+# point at the same files), but none of them has documentation (a <name>.yml beside the plugin or DOCUMENTATION in it) yet. Remove a filter
 # from this list when it gets documentation: it is then checked like a module.
 FILTERS_WITHOUT_DOCS = [
     "env_file_line", "sglang_args_problems", "sglang_argv", "sglang_expect_problems", "sglang_is_loopback",
@@ -94,9 +94,9 @@ def _filter_names() -> list:
 def test_filter_documentation():
     listed = ansible_doc("-t", "filter", "-l", "--json")
     assert listed.returncode == 0, listed.stderr
-    ours = {k.split(".", 2)[2]: v for k, v in json.loads(listed.stdout).items() if k.startswith("ansible.legacy.")}
+    ours = {k.split(".", 2)[2]: v for k, v in json.loads(listed.stdout).items() if k.startswith("sglang.fleet.")}
     assert sorted(ours) == _filter_names()   # ansible-doc sees every filter of plugins/filter/
     assert sorted(n for n, short in ours.items() if short == "UNDOCUMENTED") == sorted(FILTERS_WITHOUT_DOCS)
     for name in sorted(set(ours) - set(FILTERS_WITHOUT_DOCS)):
-        got = ansible_doc("-t", "filter", name)
+        got = ansible_doc("-t", "filter", f"sglang.fleet.{name}")
         assert got.returncode == 0, got.stderr

@@ -145,6 +145,7 @@ def _environment():
     core = CoreFilters().filters()   # Ansible's own filters the template uses (not its `default`)
     env.filters.update({name: core[name] for name in ("comment", "basename", "dirname", "combine")})
     env.filters.update(ProjectFilters().filters())
+    env.filters.update({f"sglang.fleet.{name}": f for name, f in ProjectFilters().filters().items()})  # roles: FQCN
     return env
 
 
