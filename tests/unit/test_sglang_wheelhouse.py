@@ -15,6 +15,8 @@ import pytest
 from ansible_run import REPO, run_module
 from wheels import VERSIONS, sglang_wheel
 
+from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+from ansible_collections.sglang.fleet.plugins.module_utils.release.venv_build import unpack_uv
 from ansible_collections.sglang.fleet.plugins.module_utils.release.wheels import (
     LOCKSTEP,
     WheelError,
@@ -179,18 +181,19 @@ def test_the_uv_wheel_is_locked_by_its_pypi_sha256():
 
 
 def test_ml_env_installs_uv_by_unpacking_its_checked_wheel(tmp_path):
-    """roles/ml_env/files/unpack_uv.py, as the role runs it on a host: the program, runnable."""
+    """venv_build.unpack_uv, as sglang_venv runs it on a host: the program, runnable."""
     rc, result, _ = wheelhouse(**DEBIAN12, uv_version="0.13.9")
     assert rc == 0, result
-    unpack = [shutil.which("python3"), REPO / "roles" / "ml_env" / "files" / "unpack_uv.py"]
-    subprocess.run([*unpack, result["uv_wheel"], tmp_path / "uv"], check=True)
+    unpack_uv(result["uv_wheel"], str(tmp_path / "uv"))
     got = subprocess.run([tmp_path / "uv" / "bin" / "uv", "--version"], capture_output=True, text=True, check=True)
     assert got.stdout.startswith("uv 0.13.9 ")
     assert sorted(p.name for p in (tmp_path / "uv").rglob("*")) == ["bin", "uv"]
     not_uv = tmp_path / "sglang.whl"
     shutil.copy(sglang_wheel("0.5.11"), not_uv)
-    refused = subprocess.run([*unpack, not_uv, tmp_path / "other"], capture_output=True, text=True, check=False)
-    assert refused.returncode == 1 and "expected one .data/scripts/uv in the wheel, found none" in refused.stderr
+    with pytest.raises(SglangFleetError) as refused:
+        unpack_uv(str(not_uv), str(tmp_path / "other"))
+    assert str(refused.value) == f"{not_uv}: expected one .data/scripts/uv in the wheel, found none"
+    assert not (tmp_path / "other" / "bin" / "uv").exists()
 
 
 def test_a_tampered_wheel_is_refused_with_the_file_both_hashes_and_the_fix(tmp_path):
