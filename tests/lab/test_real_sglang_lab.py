@@ -288,8 +288,33 @@ def test_the_real_server_still_answers_the_probes_as_captured(real):
             assert {"sglang:num_running_reqs", "sglang:generation_tokens_total",
                     "sglang:time_to_first_token_seconds"} <= both
             assert {f: live[name]["families"][f] for f in both} == {f: captured[name]["families"][f] for f in both}
+        elif name == "POST /generate stream":   # which chunk carries a timing key depends on timing
+            assert generate_stream_keys(live[name]) <= generate_stream_keys(captured[name]), name
+            assert {"prompt_tokens", "completion_tokens", "finish_reason", "cached_tokens", "id"} <= \
+                generate_stream_keys(live[name])["meta_info"], live[name]
         elif name != "GET /server_info":   # its keys: tests/sim/test_sim.py against the same capture's source
             assert live[name] == captured[name], name
+
+
+class StreamKeys(dict):
+    """generate_stream_keys' answer; `a <= b`: the same status, finish reasons, end and chunk keys, and a's
+    meta_info keys among b's."""
+
+    def __le__(self, other):
+        return all(self[k] == other[k] for k in ("status", "finish_reasons", "done", "keys", "final")) and \
+            self["meta_info"] <= other["meta_info"]
+
+
+def generate_stream_keys(answer):
+    """A streamed /generate's answer (probe.py `stream`) as sets: the real server's chunks carry per-request
+    timing keys (response_sent_to_client_ts, ...) in whichever chunk is sent when the event happens, so the
+    distinct chunk shapes and their order vary from run to run (CI, 2026-12-06); the keys they carry, the
+    last chunk's finish reason and the end do not."""
+    shapes = answer["chunk_shapes"]
+    return StreamKeys(status=answer["status"], finish_reasons=answer["finish_reasons"], done=answer["done"],
+                      keys=set().union(*(set(c) for c in shapes)),
+                      meta_info=set().union(*(set(c.get("meta_info") or {}) for c in shapes)),
+                      final=(shapes[-1].get("meta_info") or {}).get("finish_reason") if shapes else None)
 
 
 WORKERS = [f"http://{SUBNET}15:30000", f"http://{SUBNET}16:30000"]
