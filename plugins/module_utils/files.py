@@ -7,6 +7,7 @@ wheelhouse locks and bundles). Stdlib only; Python 3.8 like every Ansible target
 """
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -90,3 +91,12 @@ def replace_symlink(link, target):
         os.unlink(tmp)
     os.symlink(target, tmp)
     os.replace(tmp, link)
+
+
+def file_sha256(path):
+    """sha256 hex of the file at `path`, read in 1 MiB blocks (wheels and uv archives are large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

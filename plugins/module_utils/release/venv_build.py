@@ -11,14 +11,13 @@ the caller removes the half-built venv and says which step failed and why (failu
 Stdlib only; Python 3.8 like every Ansible target.
 """
 
-import hashlib
 import os
 import re
 import shutil
 import zipfile
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file, write_atomic
+from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file, file_sha256, write_atomic
 
 REMOVE = "Remove a half-built or outdated environment"
 UV_LOCK = "Write the hash-locked uv requirement"
@@ -117,14 +116,6 @@ def put_file(path, data, mode=0o644):
     return changed
 
 
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def uv_sha256s(uv_lock):
     """PyPI's sha256 of each uv wheel of the pinned release (one per platform), from its hash-locked requirement."""
     return re.findall(r"sha256:([0-9a-f]{64})", uv_lock)
@@ -191,7 +182,7 @@ def install_uv(p):
     this release is already there). Returns whether anything changed."""
     changed = _step(UV_LOCK, put_file, p["uv_lock"], p["uv_lock_content"].encode())
     wheel = os.path.join(p["wheelhouse"], p["uv_wheel"])
-    actual = sha256_of(wheel) if os.path.isfile(wheel) else None
+    actual = file_sha256(wheel) if os.path.isfile(wheel) else None
     locked = uv_sha256s(p["uv_lock_content"])
     if actual not in locked:
         raise StepFailed(UV_CHECK, (

@@ -24,7 +24,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file, move_files, write_atomic
+from ansible_collections.sglang.fleet.plugins.module_utils.files import (
+    atomic_file,
+    file_sha256,
+    move_files,
+    write_atomic,
+)
 
 # Moved in lockstep: a skew between them broke SGLang (sglang PR 28786).
 LOCKSTEP = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
@@ -156,14 +161,6 @@ def lock_wheelhouse(dest):
     return fd
 
 
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def choose_wheel(folder, name, version, tags):
     """The wheel of name==version in `folder` that ranks best for the host's tags, or None."""
     rank = {tag: i for i, tag in enumerate(tags)}
@@ -185,7 +182,7 @@ def choose_wheel(folder, name, version, tags):
 
 def check_hash(path, name, version, hashes, lock_file):
     """Refuse a wheel whose sha256 is not one the lock holds for name==version."""
-    actual = sha256(path)
+    actual = file_sha256(path)
     if actual not in hashes:
         raise WheelError(
             f"{path} has sha256 {actual}, but the lock {lock_file} expects {' or '.join(hashes)} for "
