@@ -107,7 +107,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 from ansible_collections.sglang.fleet.plugins.module_utils.source.model import Runtime
 from ansible_collections.sglang.fleet.plugins.module_utils.tune import search, session
-from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, settings
 
 
 def release_defaults(src):
@@ -128,7 +128,8 @@ def noise_prior(history, metric, prior):
     """(sigma, dof, basis): the host's run-to-run noise of ``metric`` from its verify history, moderated
     by verify's prior (gates.noise_estimate), on the workload of its latest run; the prior alone
     without a history."""
-    th = {"run_noise_prior_pct": float(prior.get("pct", 2.0)), "run_noise_prior_dof": int(prior.get("dof", 4))}
+    th = {"run_noise_prior_pct": float(prior.get("pct", settings.DEFAULTS["run_noise_prior_pct"])),
+          "run_noise_prior_dof": int(prior.get("dof", settings.DEFAULTS["run_noise_prior_dof"]))}
     runs = [r for r in history if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and metric in r["metrics"]]
     if runs:
         shape = sorted(runs, key=lambda r: str(r.get("generated_at", "")))[-1].get("workload")
@@ -191,10 +192,10 @@ def plan(p):
     inc = session.incumbent(space, args, release_defaults(src))
     space, refused = session.check_space(space, args, inc, check)
     sigma, dof, basis = noise_prior(gates.read_history_file(p["history_file"]), p["metric"], p["noise_prior"])
-    settings = dict(p["settings"], noise_sigma=sigma, noise_dof=dof)
+    search_settings = dict(p["settings"], noise_sigma=sigma, noise_dof=dof)
     cost = {"restart_s": 180.0, "measure_s": 60.0, **p["cost_model"]}
     try:
-        state = search.plan(space, inc, p["budget_minutes"] * 60, cost, settings)
+        state = search.plan(space, inc, p["budget_minutes"] * 60, cost, search_settings)
     except ValueError as exc:
         extra = ("; the installed release refused " + ", ".join(f"{r['flag']}={r['value']}" for r in refused)
                  if refused else "")
