@@ -558,7 +558,10 @@ SURFACE_DEFAULTS = {
     "effects": [],                       # [{setting, equals|above|below, multimodal?, decode?, ttft?}]
     "limits": [],                        # [{setting, equals|above|below, fails: cuda_oom|not_enough_memory|crash}]
 }
-RULE_KEYS = {"setting", "equals", "above", "below", "multimodal", "decode", "ttft", "fails", "message"}
+RULE_KEYS = {"setting", "equals", "above", "below", "multimodal", "decode", "ttft", "fails", "message", "outputs"}
+# An effect with `outputs: changed`: the setting changes what the model generates (a quantised KV cache,
+# another dtype): greedy text differs from the 4th token on (tune.yml's output check must catch it).
+OUTPUTS_CHANGED_FROM = 3
 FAILURES = ("cuda_oom", "not_enough_memory", "crash")
 # nvidia-smi's memory.total of the GPUs the lab declares (MiB); an unknown GPU: no memory checks.
 GPU_MEMORY_MIB = {"A6000": 49140, "H100": 81559, "H200": 143771, "A100": 81920, "L40S": 46068}
@@ -591,6 +594,9 @@ def _checked_rule(section: str, rule) -> dict:
     if not isinstance(rule, dict) or "setting" not in rule or set(rule) - RULE_KEYS:
         raise SimError(f"sglang-sim: surface.{section}: {rule!r} is not a rule "
                        f"(keys: {', '.join(sorted(RULE_KEYS))}; `setting` required)")
+    if "outputs" in rule and (section != "effects" or rule["outputs"] != "changed"):
+        raise SimError(f"sglang-sim: surface.{section}: {rule!r}: outputs is an effect's key and its one value is "
+                       "'changed'")
     if section == "limits" and rule.get("fails") not in FAILURES:
         raise SimError(f"sglang-sim: surface.limits: {rule!r} needs fails: one of {', '.join(FAILURES)}")
     return rule
@@ -825,6 +831,8 @@ class Engine:
         self.passes_per_s = eff_bw * tp / weight_bytes * float(surface["efficiency"])
         multimodal = (model_config.get("architectures") or [""])[0] in MULTIMODAL_ARCHS
         decode, self.ttft_factor = effect_factors(surface, r, multimodal)
+        self.outputs_changed = any(rule.get("outputs") == "changed" and rule_applies(rule, r, multimodal)
+                                   for rule in surface["effects"])
         self.speed = (decode * float(cfg.get("degrade_factor", 1.0) or 1.0)
                       * (cfg.get("slow_release") or {}).get(version, 1.0))
         self.graphs_off = bool(r.get("disable_cuda_graph"))
@@ -886,7 +894,7 @@ class Engine:
                 if due > now:
                     time.sleep(due - now)
                 now = time.monotonic()
-                emit(i, chr(ord("A") + i % 26))
+                emit(i, chr(ord("a" if self.outputs_changed and i >= OUTPUTS_CHANGED_FROM else "A") + i % 26))
                 with self.lock:
                     self.running[rid] += 1
                     batch = len(self.running)

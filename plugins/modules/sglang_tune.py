@@ -36,7 +36,21 @@ options:
   metric: {description: "plan: the figure to maximise (a verify metric, e.g. decode_tok_s@1).", type: str, default: decode_tok_s@1}
   history_file: {description: "plan: the host's verify history (its run-to-run noise); missing: the prior.", type: path, default: ""}
   noise_prior: {description: "plan: {pct, dof}: verify's run-to-run noise prior, used without a history.", type: dict, default: {}}
+  limits:
+    description: "plan: latency limits, C(<ttft|itl|e2e>_ms_p<50|90|99>@<concurrency>) -> ms; a candidate over one is infeasible."
+    type: dict
+    default: {}
+  output_check:
+    description: "plan: the output check's settings {prompts, tokens, min_identical} for flags that can change outputs."
+    type: dict
+    default: {}
+  verify_shape:
+    description: "plan: verify's measurement {levels, repeats, requests_per_stream, output_len}: which percentiles it can estimate."
+    type: dict
+    default: {}
   outcome: {description: "record: the candidate's figures (a list), or why it could not run (text: a failed start's output).", type: raw}
+  levels: {description: "record: each measurement's verify levels (their pooled latencies, for O(limits)).", type: list, elements: raw, default: []}
+  outputs: {description: "record: the step's greedy outputs (when C(next.check_outputs) asked for them).", type: list, elements: str}
   seconds: {description: "record: the time the step took.", type: float}
   inventory_file: {description: "write: the host's own inventory file (host_vars/<host>.yml) whose sglang_args take the winner.", type: path}
   changes: {description: "write: flag -> value of the winner (null unsets a flag).", type: dict, default: {}}
@@ -60,7 +74,8 @@ RETURN = r"""
 next:
   description: >-
     What to do now: {action: measure|confirm|done, candidate (flags), args (the inventory's flags with the
-    candidate's changes), measurements, restart, why}.
+    candidate's changes), measurements, restart, why, check_outputs (generate the output check's prompts
+    after the restart)}.
   type: dict
   returned: when action is plan or record
 progress: {description: "Candidate k of n, time used and left, the best so far (text and figures).", type: dict, returned: when action is plan or record}
@@ -106,7 +121,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
 )
 from ansible_collections.sglang.fleet.plugins.module_utils.source.cache import cached_source
 from ansible_collections.sglang.fleet.plugins.module_utils.source.model import Runtime
-from ansible_collections.sglang.fleet.plugins.module_utils.tune import search, session
+from ansible_collections.sglang.fleet.plugins.module_utils.tune import checks, search, session
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, settings
 
 
@@ -151,10 +166,13 @@ def normalise(src, args):
 
 
 def next_of(tune):
-    """next_step with the candidate's inventory flags added."""
+    """next_step with the candidate's inventory flags added, and whether to generate the output check's
+    prompts after its restart."""
     step = search.next_step(tune["state"])
     if step["action"] != "done":
         step["args"] = session.candidate_args(tune["args"], tune["state"]["incumbent"], step["candidate"])
+        step["check_outputs"] = checks.needs_outputs(tune.get("output_check"), tune["state"]["incumbent"],
+                                                     step["candidate"], tune["state"]["measurements"] == 0)
     return step
 
 
@@ -189,6 +207,8 @@ def plan(p):
         raise session.TuneError("the tuning space is empty: this host runs no speculative decoding and the audit finds "
                                 "nothing a switch turns on here; set sglang_tune_space to the flags and values to try, "
                                 "e.g. {schedule_policy: [fcfs, lpm], chunked_prefill_size: [4096, 8192]}")
+    limits, limit_lines = checks.plan_limits(p["limits"], p["verify_shape"]) if p["limits"] else ({}, [])
+    output_check, output_lines = checks.plan_output_check(space, p["output_check"])
     inc = session.incumbent(space, args, release_defaults(src))
     space, refused = session.check_space(space, args, inc, check)
     sigma, dof, basis = noise_prior(gates.read_history_file(p["history_file"]), p["metric"], p["noise_prior"])
@@ -202,9 +222,9 @@ def plan(p):
         raise session.TuneError(f"{exc}{extra}") from None
     state["noise"]["basis"] = f"{basis} (the search's prior)"
     tune = {"host": p["host"], "metric": p["metric"], "args": args, "refused": refused, "state": state,
-            "version": src.version}
+            "version": src.version, "limits": limits, "output_check": output_check}
     lines = [f"{where}{state['plan']['message']}; noise {sigma * 100:.1f} % a run ({basis})"]
-    lines += [f"{where}{line}" for line in audit_lines]
+    lines += [f"{where}{line}" for line in audit_lines + limit_lines + output_lines]
     lines += [f"{where}{r['flag']} -> {r['value']}: refused by sglang {src.version}, never started: {r['why']}" for r in refused]
     return tune, {"plan": state["plan"], "plan_lines": lines}
 
@@ -224,8 +244,30 @@ def record(p):
         outcome = [float(x) for x in outcome]
     else:
         raise session.TuneError(f"outcome must be the figures measured (a list) or why the candidate failed (text): {outcome!r}")
-    tune["state"] = search.record(tune["state"], step["candidate"], outcome, p["seconds"])
+    measured = len(outcome) if isinstance(outcome, list) else 0
+    if measured:
+        outcome = held(tune, step, outcome, p)
+    tune["state"] = search.record(tune["state"], step["candidate"], outcome, p["seconds"],
+                                  measured=measured if isinstance(outcome, str) else 0)
     return tune, {}
+
+
+def held(tune, step, figures, p):
+    """The step's figures, or why it is infeasible though it ran: over a latency limit, or its greedy
+    outputs not the incumbent's (checks.py)."""
+    if checks.needs_outputs(tune.get("output_check"), tune["state"]["incumbent"], step["candidate"],
+                            tune["state"]["measurements"] == 0):
+        if p["outputs"] is None:
+            raise session.TuneError("this step changes a flag that can change outputs: record its greedy outputs "
+                                    "(outputs), as next.check_outputs asked")
+        differ = checks.outputs_differ(tune["output_check"], p["outputs"])
+        if differ:
+            return differ
+    if tune.get("limits"):
+        over = checks.over_limits(tune["limits"], p["levels"])
+        if over:
+            return over
+    return figures
 
 
 def write(module, p):
@@ -279,7 +321,12 @@ def main():
             metric=dict(type="str", default="decode_tok_s@1"),
             history_file=dict(type="path", default=""),
             noise_prior=dict(type="dict", default={}),
+            limits=dict(type="dict", default={}),
+            output_check=dict(type="dict", default={}),
+            verify_shape=dict(type="dict", default={}),
             outcome=dict(type="raw"),
+            levels=dict(type="list", elements="raw", default=[]),
+            outputs=dict(type="list", elements="str"),
             seconds=dict(type="float"),
             inventory_file=dict(type="path"),
             changes=dict(type="dict", default={}),

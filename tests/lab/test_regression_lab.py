@@ -192,3 +192,52 @@ def test_tune_recovers_the_seeds_mtp_steps_writes_them_and_the_host_serves_them(
                             cwd=REPO, capture_output=True, text=True, check=False).stdout
     assert re.search(rf"tuned \d{{8}}: \+\d+\.\d % \[\+\d+\.\d, \+\d+\.\d\]: speculative_num_steps 1 -> {steps} "
                      r"\(written into the inventory\)", report), report
+
+
+def test_tune_holds_candidates_to_latency_limits_and_to_the_incumbents_outputs(fleet):
+    """tune.yml with a latency limit and a flag that changes outputs, on a surface (this test's own) where
+    both are faster: fp8 KV decodes 30 % faster but changes the greedy text, lpm decodes 30 % faster but
+    its TTFT is 30x. Refused before anything changes: a lossy flag not marked lossy, a p99 one
+    measurement cannot read. Then both candidates are infeasible, each with the figure that says why,
+    and the host serves what it ran. No false-alarm budget: the verdicts come from an exact text
+    comparison and a 30x TTFT against a limit at ~10x the incumbent's (the simulator paces exactly)."""
+    surface = {"effects": [{"setting": "kv_cache_dtype", "equals": "fp8_e5m2", "decode": 1.3, "outputs": "changed"},
+                           {"setting": "schedule_policy", "equals": "lpm", "decode": 1.3, "ttft": 30}]}
+    rc, out = fleet.play("lab/prepare.yml", "-l", HOST, "-e", json.dumps({"lab_sim_faults": {"surface": surface}}))
+    assert rc == 0, out[-5000:]
+    ran = fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip()
+    pid = fleet.ssh(HOST, "systemctl show sglang -p MainPID")
+    space = {"kv_cache_dtype": {"values": ["auto", "fp8_e5m2"], "lossy": True}, "schedule_policy": ["fcfs", "lpm"]}
+    # a TTFT p50 at concurrency 1 needs 20 requests a measurement: 3 repeats x 7, 16 tokens each
+    # (the tune's first step restarts the incumbent: the surface is loaded then)
+    sized = {"sglang_verify_requests_per_stream": 7, "sglang_verify_output_len": 16, "sglang_tune_budget_minutes": 20,
+             "sglang_tune_restart_s": 15, "sglang_tune_measure_s": 10}
+
+    rc, out = fleet.play("tune.yml", "-l", HOST, "-e", json.dumps({"sglang_tune_space": {"kv_cache_dtype": ["auto", "fp8_e5m2"]}}))
+    assert rc != 0 and "ct129: sglang_tune_space: kv_cache_dtype can change the model's outputs (a quantised KV " \
+        "cache): trying it is opt-in" in unflow(out), out[-5000:]
+    rc, out = fleet.play("tune.yml", "-l", HOST, "-e", json.dumps({"sglang_tune_space": space, **sized,
+                                                                     "sglang_tune_limits": {"ttft_ms_p99@1": 5000}}))
+    assert rc != 0 and "ttft_ms_p99@1: a p99 needs at least 1000 requests a measurement to have 10 beyond it, and " \
+        "verify's measurement at concurrency 1 makes 21 (3 repeats x 7 requests x 1 streams)" in unflow(out), out[-5000:]
+    assert fleet.ssh(HOST, "systemctl show sglang -p MainPID") == pid
+
+    rc, out = fleet.play("tune.yml", "-l", HOST, "-e", json.dumps({"sglang_tune_space": space, **sized,
+                                                                     "sglang_tune_from_audit": False,
+                                                                     "sglang_tune_limits": {"ttft_ms_p50@1": 2000}}),
+                         timeout=1800)
+    assert rc == 0, out[-20000:]
+    result = json.loads((fleet.reports / HOST / "tune-latest.json").read_text())["result"]
+    assert not result["won"] and result["message"] == "no candidate beat the incumbent beyond the noise: the incumbent " \
+        "stays", result["lines"]
+    rows = {json.dumps(r["changes"]): r for r in result["rows"]}
+    fp8, lpm = rows['{"kv_cache_dtype": ["auto", "fp8_e5m2"]}'], rows['{"schedule_policy": ["fcfs", "lpm"]}']
+    assert fp8["verdict"] == "infeasible" and fp8["why"] == (
+        "changes outputs: 8 of 8 greedy outputs differ from the incumbent's (prompt 1 from character 4: "
+        "'defghijklmnopqrstuvwxyza' for 'DEFGHIJKLMNOPQRSTUVWXYZA'), 100% must be identical"), result["lines"]
+    assert result["measurements"] == 4, result["lines"]   # the incumbent's 2, then one each (measured, held back)
+    assert lpm["verdict"] == "infeasible" and re.fullmatch(
+        r"over its latency limit: p50 TTFT at concurrency 1 was [\d,]+ ms \(limit 2,000 ms\)", lpm["why"]), result["lines"]
+    assert fleet.ssh(HOST, "cat /var/lib/sglang-fleet/current").strip() == ran
+    info = json.loads(fleet.ssh(HOST, "curl -s http://127.0.0.1:30000/get_server_info"))
+    assert (info["kv_cache_dtype"], info["schedule_policy"]) == ("auto", "fcfs"), info

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import bench_client
 from tests.sim.test_sim import LLAMA, MTP1_ARGV, SIM, Sim, decode_rate, run_to_exit
 
 pytestmark = pytest.mark.wheels
@@ -171,3 +172,29 @@ def test_the_lab_hosts_verify_floors_hold_with_the_default_surface(sim, host, ve
     s = sim(version, argv, config=hw, weight_bytes=weights, **kw)
     rate = stream_rate(s, 60)
     assert rate > 1.05 * lab_floor(host), (host, rate, lab_floor(host))
+
+
+def test_a_setting_declared_to_change_outputs_changes_the_greedy_text_and_nothing_else(sim):
+    """tune.yml's output check needs a double that can change what the model says: an effect with
+    `outputs: changed` (README "Response surface"); the real engine's numbers are not claimed. The
+    client is the one tune.yml runs (bench_client.greedy_outputs), with the latency the limits read."""
+    surface = {"effects": [{"setting": "kv_cache_dtype", "equals": "fp8_e5m2", "outputs": "changed"}]}
+    plain = sim("0.5.23", MTP1_ARGV, config={"surface": surface}, weight_bytes=FAST)
+    fp8 = sim("0.5.23", MTP1_ARGV + ["--kv-cache-dtype", "fp8_e5m2"], config={"surface": surface}, weight_bytes=FAST)
+    for s in (plain, fp8):
+        s.wait_healthy()
+    ref = bench_client.greedy_outputs(plain.url, "completions", None, 3, 8)
+    assert ref == ["ABCDEFGH"] * 3 and bench_client.greedy_outputs(plain.url, "generate", None, 3, 8) == ref
+    assert bench_client.greedy_outputs(fp8.url, "completions", None, 3, 8) == ["ABCdefgh"] * 3
+    res = bench_client.run_benchmark(fp8.url, "completions", None, 16, 8, concurrency=2, num_prompts=4, warmup=1,
+                                     repeats=2)
+    pooled = res["latency_ms"]
+    assert (pooled["ttft"]["n"], pooled["e2e"]["n"], pooled["itl"]["n"]) == (8, 8, 8 * 7), pooled
+    assert 0 < pooled["ttft"]["p50"] <= pooled["ttft"]["p99"] <= pooled["e2e"]["p50"], pooled
+
+
+def test_outputs_is_an_effects_key_with_one_value(tmp_path):
+    with pytest.raises(simmod.SimError, match="outputs is an effect's key and its one value is 'changed'"):
+        simmod.load_surface({"effects": [{"setting": "dtype", "equals": "float32", "outputs": "different"}]})
+    with pytest.raises(simmod.SimError, match="outputs is an effect's key"):
+        simmod.load_surface({"limits": [{"setting": "dtype", "equals": "float32", "fails": "crash", "outputs": "changed"}]})

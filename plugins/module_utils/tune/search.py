@@ -83,6 +83,9 @@ DEFAULTS = {
 # such a failure rules out the configurations that take more memory; a crash for another reason rules
 # out nothing but itself.
 OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "not enough memory", "cudaerrormemoryallocation")
+# What a candidate that ran but may not be used is recorded with (tune/checks.py: over a latency limit, its
+# outputs not the incumbent's): infeasible like a crash, with words that say it ran.
+HELD_BACK = ("over its latency limit", "changes outputs")
 FINAL = ("dropped", "infeasible", "skipped")   # a configuration in one of these is never measured again
 VERDICTS = {"new": "not tried", "skipped": "not tried"}   # a row's verdict where it is not the status
 
@@ -219,12 +222,13 @@ def next_step(state):
     return dict(copy.deepcopy(state["next"]), progress=copy.deepcopy(state["progress"]))
 
 
-def record(state, candidate, outcome, seconds=None):
+def record(state, candidate, outcome, seconds=None, measured=0):
     """The state after the step next_step asked for: ``candidate`` (its flags, as asked) measured with
     ``outcome`` -- its figure (a number, or a list of one per measurement; higher is better, e.g. output
     tok/s) -- or the reason it could not be measured (a string: the log line of a crash, an out of
     memory, a failed health wait), which makes it infeasible. ``seconds``: the time it took (default: the
-    cost model's). Returns a new state; the one passed is left as it was."""
+    cost model's); ``measured``: with a reason, the measurements it took all the same (a candidate held back
+    after it ran: HELD_BACK). Returns a new state; the one passed is left as it was."""
     state = copy.deepcopy(state)
     step = state["next"]
     if step["action"] == "done":
@@ -234,9 +238,10 @@ def record(state, candidate, outcome, seconds=None):
         raise ValueError(f"recorded {_changes_text(state, candidate)} but the search asked for "
                          f"{_changes_text(state, step['candidate'])}: record the candidate next_step gave")
     figures, reason = _outcome(outcome)
+    taken = len(figures) or int(measured)
     state["used_s"] += float(seconds) if seconds is not None else (
-        measurement_cost(state["cost"], len(figures), step["restart"]) if figures else state["cost"]["restart_s"])
-    state["measurements"] += len(figures)
+        measurement_cost(state["cost"], taken, step["restart"]) if taken else state["cost"]["restart_s"])
+    state["measurements"] += taken
     state["restarts"] += 1 if step["restart"] else 0
     state["running"] = key if figures else None
     if step["action"] == "confirm":
@@ -265,6 +270,10 @@ def record(state, candidate, outcome, seconds=None):
 
 def _start_search(state, reason):
     """After the incumbent's series: the first flag, or done when the incumbent could not run."""
+    if reason and reason.startswith(HELD_BACK):
+        _done(state, False, f"the incumbent itself is {reason}: a candidate must hold what the incumbent does not; "
+                            "relax sglang_tune_limits, or tune at a lower load")
+        return
     if reason:
         _done(state, False, f"the incumbent itself could not be measured ({reason}): there is nothing to compare "
                             "candidates with; fix the host first")
@@ -677,8 +686,8 @@ def _finish(state):
     conf = state["confirm"]
     flags = state["configs"][conf["key"]]["flags"]
     if conf["why"]:
-        _done(state, False, f"{_changes_text(state, flags)} did not start again for its confirmation "
-                            f"({conf['why']}): the incumbent stays")
+        failed = "failed its confirmation" if conf["why"].startswith(HELD_BACK) else "did not start again for its confirmation"
+        _done(state, False, f"{_changes_text(state, flags)} {failed} ({conf['why']}): the incumbent stays")
         return
     res = _versus_incumbent(state, conf["figures"], fresh=True)
     conf.update(gain=_gain(res), interval=_gain_interval(res), verdict="win" if res["verdict"] == "fail" else "not confirmed")

@@ -825,6 +825,14 @@ def summarize_run(results: list[dict], duration: float, output_len: int | None =
     }
 
 
+def pooled_latency(results: list[dict]) -> dict:
+    """TTFT, inter-token and end-to-end latency over every request of every repeat (ms): a percentile
+    of one measurement as a whole (a repeat alone holds too few requests for a p90 or p99)."""
+    return {"ttft": summarize([r["ttft"] for r in results if r["ttft"] is not None], 1000.0),
+            "itl": summarize([x for r in results for x in r["itl"]], 1000.0),
+            "e2e": summarize([r["e2e"] for r in results], 1000.0)}
+
+
 def _median_of(runs: list[dict]) -> dict:
     """Median over runs of every metric; counts, token totals and errors summed."""
     out = dict(runs[0])
@@ -953,11 +961,13 @@ async def run_benchmark_async(base_url: str, api: str = "completions", model: st
         warm["failed"] = len(failed)
         if len(failed) == len(wres):
             raise BenchError(f"all {warmup} warm-up requests failed; first error: {failed[0]['error']}")
-    runs = []
+    runs, done = [], []
     for _ in range(repeats):
         res, duration = await _run_requests(base_url, api, payloads(num_prompts), concurrency, hdrs, timeouts)
         runs.append(summarize_run(res, duration, output_len, input_len))
+        done += [r for r in res if r["ok"]]
     result = _median_of(runs)
+    result["latency_ms"] = pooled_latency(done)
     result.update({
         "base_url": base_url, "api": api, "endpoint": API_PATHS[api], "model": model, "input_len": input_len,
         "output_len": output_len, "concurrency": concurrency, "num_prompts": num_prompts, "repeats": repeats,
@@ -970,6 +980,48 @@ async def run_benchmark_async(base_url: str, api: str = "completions", model: st
         result["spec_accept_length"] = spec["value"]
         result["spec_accept_length_source"] = spec["source"]
     return result
+
+
+OUTPUT_CHECK_SEED = 20261206   # the output check's fixed prompts: the same on every host and release
+
+
+async def greedy_outputs_async(base_url: str, api: str = "completions", model: str | None = None, prompts: int = 8,
+                               output_len: int = 32, words: int = 32, headers: dict | None = None, *,
+                               api_key: str | None = None, timeout_s: float = 60.0) -> list[str]:
+    """The server's greedy (temperature 0) text for `prompts` fixed prompts of `words` words, one request
+    at a time (a batch of one: no batching effects on the numbers), `output_len` tokens each, EOS ignored:
+    what tune.yml compares between two configurations. Raises BenchError on any failed request."""
+    hdrs = _headers_with_key(headers, api_key)
+    timeouts = _Timeouts(timeout_s)
+    if api != "generate" and model is None:
+        model = await _first_model(base_url, hdrs, timeouts.connect)
+    rng = random.Random(OUTPUT_CHECK_SEED)
+    texts = []
+    for _ in range(prompts):
+        body = build_payload(api, model, make_prompt(words, rng), output_len, 0.0, True)
+        body["stream"] = False
+        body.pop("stream_options", None)
+        conn = _Conn(_Target(base_url), API_PATHS[api], timeouts)
+        try:
+            await conn.open(json.dumps(body).encode(), hdrs)
+            if conn.status != 200:
+                raise BenchError(f"{conn._where()}: HTTP {conn.status}: {await _error_body(conn)}")
+            raw = await conn.read_body()
+        finally:
+            conn.close()
+        try:
+            doc = json.loads(raw)
+            texts.append(doc["text"] if api == "generate" else
+                         doc["choices"][0]["message"]["content"] if api == "chat" else doc["choices"][0]["text"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise BenchError(f"{base_url}{API_PATHS[api]}: no generated text in {raw[:200]!r}") from None
+    return texts
+
+
+def greedy_outputs(base_url: str, api: str = "completions", model: str | None = None, prompts: int = 8,
+                   output_len: int = 32, **kwargs) -> list[str]:
+    """greedy_outputs_async, run to completion (kwargs: words, headers, api_key, timeout_s)."""
+    return asyncio.run(greedy_outputs_async(base_url, api, model, prompts, output_len, **kwargs))
 
 
 def run_benchmark(base_url: str, api: str = "completions", model: str | None = None, input_len: int = 128,

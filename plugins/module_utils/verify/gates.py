@@ -108,6 +108,8 @@ def levels(bench):
             "ttft_ms_p50": (res.get("ttft_ms") or {}).get("p50"),
             "itl_ms_p50": (res.get("itl_ms") or {}).get("p50"),
             "e2e_ms_p50": (res.get("e2e_ms") or {}).get("p50"),
+            # every request of every repeat pooled: the percentiles tune.yml's latency limits read
+            "latency_ms": res.get("latency_ms"),
             "completed": res.get("completed"),
             "failed": res.get("failed"),
             "accept_length": res.get("spec_accept_length"),
