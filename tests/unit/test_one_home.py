@@ -333,3 +333,30 @@ def test_the_host_model_lives_in_module_utils_host():
                 assert len(returned) == 1 and returned[0].startswith(home.__name__.rsplit(".", 1)[1] + "."), name
             else:
                 assert func.__module__ == home.__name__, name
+
+
+def test_a_hosts_report_path_is_written_once():
+    """`<reports_dir>/<host>` is report/fleet_reports.py's host_path: the roles and playbooks call it as the
+    filter sglang.fleet.sglang_report_path, the scripts and plugins as host_path or host_folders."""
+    from ansible_collections.sglang.fleet.plugins.filter import fleet_reports as report_filters
+    from ansible_collections.sglang.fleet.plugins.module_utils.report.fleet_reports import host_folders, host_path
+
+    assert host_path("reports", "ct129") == "reports/ct129"
+    assert host_path(REPO / "reports", "ct129", "tune-20261201T081104Z", "step-1") == \
+        f"{REPO}/reports/ct129/tune-20261201T081104Z/step-1"
+    assert host_folders("/srv/reports", ["ct129", "ct130"]) == ["/srv/reports/ct129", "/srv/reports/ct130"]
+    path = report_filters.FilterModule().filters()["sglang_report_path"]
+    assert path("ct129", "/srv/reports", "verify-history.jsonl") == "/srv/reports/ct129/verify-history.jsonl"
+
+    in_yaml = re.compile(r"\}\}/\{\{\s*inventory_hostname\b|'/'\s*~\s*inventory_hostname\b|report_dir\s*~\s*'/'")
+    found = [f"{rel(path)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+             for root in ("roles", "playbooks") for ext in ("*.yml", "*.j2") for path in sorted((REPO / root).rglob(ext))
+             for text in [path.read_text()] for m in in_yaml.finditer(text)]
+    home = REPO / "plugins" / "module_utils" / "report" / "fleet_reports.py"
+    for path in python_files("plugins", "scripts", "sglang_fleet"):
+        tree = ast.parse(path.read_text())
+        the_home = {id(n) for f in tree.body if path == home and getattr(f, "name", "") == "host_path" for n in ast.walk(f)}
+        found += [f"{rel(path)}:{node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and id(node) not in the_home and node.args
+                  and ast.unparse(node.func) in ("os.path.join", "pathlib.Path") and "report" in ast.unparse(node.args[0])]
+    assert found == [], "use sglang.fleet.sglang_report_path (YAML) or fleet_reports.host_path (Python):\n" + "\n".join(found)
