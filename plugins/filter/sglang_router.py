@@ -1,10 +1,10 @@
 """The URL a router reaches a server host at, the worker list of a router and its API key's
 checks (Python decides)."""
 
-# The PD pair's checks are the servers' (filter_plugins/sglang_pd.py); the secret fields and the
+# The PD pair's checks are the servers' (plugins/module_utils/host/pd.py); the secret fields and the
 # loopback test are the server's arguments' (plugins/module_utils/host/args.py).
-from ansible_collections.sglang.fleet.plugins.filter import sglang_pd
 from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
+from ansible_collections.sglang.fleet.plugins.module_utils.host import pd as sglang_pd
 
 # Flags the PD plan derives from the inventory: never typed in sglang_router_args.
 PD_DERIVED = ("pd_disaggregation", "prefill", "decode", "prefill_urls", "decode_urls", "worker_urls")

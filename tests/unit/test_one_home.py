@@ -3,6 +3,7 @@
 import ast
 import builtins
 import importlib.util
+import inspect
 import os
 import pathlib
 import re
@@ -230,3 +231,132 @@ def test_role_inputs_reads_each_roles_argument_specs_once(monkeypatch):
                       "msg": "unknown variable sglang_verify_min_tok_z: did you mean sglang_verify_min_decode_tok_s?"}
     roles = sglang_role_inputs.ROLES_DIR
     assert read == [os.path.join(roles, "sglang_drift"), "yaml", os.path.join(roles, "sglang_verify"), "yaml"]
+
+
+# A filter plugin only maps filter names to plugins/module_utils/ (README: "logic lives in
+# plugins/module_utils/"): its functions are glue, a call of one module_utils function with the
+# filter's own arguments, at most turning that function's error into Ansible's filter error.
+# Logic still written in a filter file waits for its move, each named with where it belongs; the
+# list may only shrink (the host model's, multi-node and PD planning moved to module_utils/host/).
+FILTER_LOGIC_NOT_YET_MOVED = {  # file: (where it belongs, its names)
+    "fleet_vars.py": ("the misspelled-variable check, also imported by action plugins",
+                      ["unknown_vars", "role_argument_specs", "unknown_role_vars"]),
+    "sglang_args.py": ("host/args.py: redaction given a mapping of secrets, the same-machine check",
+                       ["sglang_redact", "sglang_same_machine"]),
+    "sglang_release.py": ("release/: the release records as lines", ["release_lines"]),
+    "sglang_router.py": ("router/: its workers, PD plan and API key; a lambda reordering worker_url's arguments",
+                         ["PD_DERIVED", "worker_url", "worker_urls", "pd_plan", "worker_keys", "key_problems",
+                          "FilterModule.filters"]),
+}
+
+
+def _without_docstring(body):
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _plain(node):
+    """A name, a dotted name or a constant: no expression that decides anything."""
+    return isinstance(node, (ast.Name, ast.Constant)) or (isinstance(node, ast.Attribute) and _plain(node.value))
+
+
+def _plain_call(node):
+    return isinstance(node, ast.Call) and _plain(node.func) \
+        and all(_plain(a.value if isinstance(a, ast.Starred) else a) for a in node.args) \
+        and all(_plain(k.value) for k in node.keywords)
+
+
+def _is_glue(func):
+    """`return f(args)`; or that in a try whose handlers raise AnsibleFilterError; or a wrapper: a def
+    of that shape (decorated at most with functools.wraps) and `return` of it."""
+    body = _without_docstring(func.body)
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        return _plain_call(body[0].value)
+    if len(body) == 1 and isinstance(body[0], ast.Try):
+        tried = body[0]
+        return (len(tried.body) == 1 and isinstance(tried.body[0], ast.Return) and _plain_call(tried.body[0].value)
+                and not tried.orelse and not tried.finalbody
+                and all(len(h.body) == 1 and isinstance(h.body[0], ast.Raise) and isinstance(h.body[0].exc, ast.Call)
+                        and ast.unparse(h.body[0].exc.func) == "AnsibleFilterError" for h in tried.handlers))
+    if len(body) == 2 and isinstance(body[0], ast.FunctionDef) and isinstance(body[1], ast.Return):
+        return (_is_glue(body[0]) and ast.unparse(body[1].value) == body[0].name
+                and all(_plain_call(d) and ast.unparse(d.func) == "functools.wraps" for d in body[0].decorator_list))
+    return False
+
+
+def _is_mapping(filters):
+    """FilterModule.filters: `return {name: function}`, a function maybe wrapped by a plain call."""
+    body = _without_docstring(filters.body)
+    return len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Dict) \
+        and all(isinstance(k, ast.Constant) and (_plain(v) or _plain_call(v))
+                for k, v in zip(body[0].value.keys, body[0].value.values))
+
+
+def test_a_filter_plugin_maps_filter_names_to_module_utils():
+    """plugins/filter/*.py hold imports, glue functions and a FilterModule that maps names to functions,
+    importing their logic from plugins/module_utils/ and never from another filter file."""
+    logic, imports = [], []
+    for path in python_files("plugins/filter"):
+        for node in _without_docstring(ast.parse(path.read_text()).body):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                imports += [f"{rel(path)}: {name}" for name in names if ".plugins.filter" in name]
+            elif isinstance(node, ast.FunctionDef):
+                if not _is_glue(node):
+                    logic.append((path.name, node.name))
+            elif isinstance(node, ast.ClassDef) and node.name == "FilterModule":
+                methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+                if [m.name for m in methods] != ["filters"] or not _is_mapping(methods[0]):
+                    logic.append((path.name, "FilterModule.filters"))
+            else:
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", node)]
+                logic += [(path.name, ast.unparse(t)) for t in targets]
+    assert imports == [], "import the logic from plugins/module_utils/, not from another filter file"
+    waiting = [(file, name) for file, (_home, names) in FILTER_LOGIC_NOT_YET_MOVED.items() for name in names]
+    assert sorted(logic) == sorted(waiting), "logic in a filter file: move it to plugins/module_utils/"
+
+
+def test_the_host_model_lives_in_module_utils_host():
+    """The host model, multi-node and PD planning are plugins/module_utils/host/'s (issue #43): each filter
+    of their filter files is a function of its home there, or glue whose call is the home's."""
+    from ansible_collections.sglang.fleet.plugins.filter import sglang_host, sglang_multinode, sglang_pd
+    from ansible_collections.sglang.fleet.plugins.module_utils.host import host_model, multinode, pd
+
+    for filters, home in ((sglang_host, host_model), (sglang_multinode, multinode), (sglang_pd, pd)):
+        for name, func in filters.FilterModule().filters().items():
+            func = getattr(func, "__wrapped__", func)  # functools.wraps
+            if func.__module__ == filters.__name__:
+                returned = [ast.unparse(n.value.func) for n in ast.walk(ast.parse(inspect.getsource(func)))
+                            if isinstance(n, ast.Return)]
+                assert len(returned) == 1 and returned[0].startswith(home.__name__.rsplit(".", 1)[1] + "."), name
+            else:
+                assert func.__module__ == home.__name__, name
+
+
+def test_a_hosts_report_path_is_written_once():
+    """`<reports_dir>/<host>` is report/fleet_reports.py's host_path: the roles and playbooks call it as the
+    filter sglang.fleet.sglang_report_path, the scripts and plugins as host_path or host_folders."""
+    from ansible_collections.sglang.fleet.plugins.filter import fleet_reports as report_filters
+    from ansible_collections.sglang.fleet.plugins.module_utils.report.fleet_reports import host_folders, host_path
+
+    assert host_path("reports", "ct129") == "reports/ct129"
+    assert host_path(REPO / "reports", "ct129", "tune-20261201T081104Z", "step-1") == \
+        f"{REPO}/reports/ct129/tune-20261201T081104Z/step-1"
+    assert host_folders("/srv/reports", ["ct129", "ct130"]) == ["/srv/reports/ct129", "/srv/reports/ct130"]
+    path = report_filters.FilterModule().filters()["sglang_report_path"]
+    assert path("ct129", "/srv/reports", "verify-history.jsonl") == "/srv/reports/ct129/verify-history.jsonl"
+
+    in_yaml = re.compile(r"\}\}/\{\{\s*inventory_hostname\b|'/'\s*~\s*inventory_hostname\b|report_dir\s*~\s*'/'")
+    found = [f"{rel(path)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+             for root in ("roles", "playbooks") for ext in ("*.yml", "*.j2") for path in sorted((REPO / root).rglob(ext))
+             for text in [path.read_text()] for m in in_yaml.finditer(text)]
+    home = REPO / "plugins" / "module_utils" / "report" / "fleet_reports.py"
+    for path in python_files("plugins", "scripts", "sglang_fleet"):
+        tree = ast.parse(path.read_text())
+        the_home = {id(n) for f in tree.body if path == home and getattr(f, "name", "") == "host_path" for n in ast.walk(f)}
+        found += [f"{rel(path)}:{node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and id(node) not in the_home and node.args
+                  and ast.unparse(node.func) in ("os.path.join", "pathlib.Path") and "report" in ast.unparse(node.args[0])]
+    assert found == [], "use sglang.fleet.sglang_report_path (YAML) or fleet_reports.host_path (Python):\n" + "\n".join(found)

@@ -14,15 +14,14 @@ import subprocess
 
 import pytest
 
-from ansible_collections.sglang.fleet.plugins.filter import sglang_host as host
-from ansible_collections.sglang.fleet.plugins.filter import sglang_multinode as multinode
 from ansible_collections.sglang.fleet.plugins.module_utils.audit.host_audit import hardware_line, shadowed_packages
 from ansible_collections.sglang.fleet.plugins.module_utils.compat.checks import (
     check_driver,
     check_gpu_arch,
     check_memory_fit,
 )
-from ansible_collections.sglang.fleet.plugins.module_utils.host import gpu_facts
+from ansible_collections.sglang.fleet.plugins.module_utils.host import gpu_facts, multinode
+from ansible_collections.sglang.fleet.plugins.module_utils.host import host_model as host
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import check_args, device_of, gpus_needed
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import (
     GpuFactsError,
@@ -65,7 +64,7 @@ def hostvars(common=None, args=None):
 ])
 def test_the_host_model_says_the_device_from_the_merged_arguments(common, args, device):
     hv = hostvars(common, args)
-    model = host.sglang_host_model("cpu1", hv, {"all": ["cpu1"]}, ["cpu1"])
+    model = host.host_model("cpu1", hv, {"all": ["cpu1"]}, ["cpu1"])
     assert model["device"] == device == device_of(model["args"])
 
 
@@ -123,9 +122,9 @@ def test_a_cpu_server_with_sglangs_cpu_switch_passes_and_a_gpu_server_needs_none
 def test_a_multi_node_cpu_server_has_no_gpus_to_count():
     members = {"c0": {"ansible_facts": {"sglang_gpu": CPU}}, "c1": {"ansible_facts": {"sglang_gpu": CPU}}}
     plan = {"group": "cpus", "members": ["c0", "c1"]}
-    assert multinode.sglang_multinode_gpu_problems(plan, members, {**CPU_ARGS, "tp_size": 2}) == []
+    assert multinode.gpu_problems(plan, members, {**CPU_ARGS, "tp_size": 2}) == []
     gpu_args = {**CPU_ARGS, "device": "cuda", "tp_size": 2}
-    assert multinode.sglang_multinode_gpu_problems(plan, members, gpu_args) == [
+    assert multinode.gpu_problems(plan, members, gpu_args) == [
         "multi-node server 'cpus': tp_size 2 x pp_size 1 = 2 but its 2 nodes have 0 GPUs (0 each); set tp_size x "
         "pp_size to 0 in the group's sglang_args, or fix sglang_hardware.gpu_count"]
 

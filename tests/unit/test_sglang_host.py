@@ -1,6 +1,6 @@
-"""plugins/filter/sglang_host.py: the host model every playbook computes once per server
-(playbooks/prelude.yml), and the one merge of the inventory's arguments behind it."""
-import importlib.util
+"""plugins/module_utils/host/host_model.py: the host model every playbook computes once per server
+(playbooks/prelude.yml, through the filter plugins/filter/sglang_host.py), and the one merge of the
+inventory's arguments behind it."""
 import pathlib
 import re
 import subprocess
@@ -9,10 +9,11 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.fleet.plugins.filter import sglang_host as host_filters
+from ansible_collections.sglang.fleet.plugins.module_utils.host import host_model as host
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sglang_host", REPO / "plugins" / "filter" / "sglang_host.py")
-host = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(host)
+FILTERS = host_filters.FilterModule().filters()
 
 COMMON = {"mem_fraction_static": 0.85, "port": 30000}
 # Code that reads sglang_args_common to merge it: Jinja's combine, a Python mapping's get, or a loop
@@ -38,7 +39,7 @@ def fleet():
 def model(me, hv=None, groups=None):
     if hv is None:
         hv, groups = fleet()
-    return host.sglang_host_model(me, hv, groups, list(hv))
+    return host.host_model(me, hv, groups, list(hv))
 
 
 def test_a_single_host_merges_the_fleet_s_args_under_its_own():
@@ -76,7 +77,7 @@ def test_a_bad_declaration_is_in_problems_for_the_prelude_to_refuse():
     problems = model("solo", hv, groups)["problems"]
     assert [p.split(":")[0] for p in problems] == ["sglang_args sets node_rank", "sglang_args sets disaggregation_mode"]
     # a node outside the play: the whole server must be in it
-    assert "has nodes outside this play: big1 (rank 1)" in host.sglang_host_model("big0", hv, groups, ["big0"])["problems"][0]
+    assert "has nodes outside this play: big1 (rank 1)" in host.host_model("big0", hv, groups, ["big0"])["problems"][0]
 
 
 def test_a_value_no_command_line_can_hold_leaves_argv_empty_for_the_checks_to_name():
@@ -100,20 +101,23 @@ def test_flags_written_as_a_command_line_stop_the_prelude_with_the_fix(var, valu
     """Not Python's `dictionary update sequence element #0 has length 9`: the host, the variable, what it is."""
     hv, groups = fleet()
     hv["solo"][var] = value
-    with pytest.raises(AnsibleFilterError) as err:
+    with pytest.raises(host.HostModelError) as err:
         model("solo", hv, groups)
+    assert str(err.value) == f"solo: {var} is {kind}, " + FIX.format(name=var)
+    with pytest.raises(AnsibleFilterError) as err:  # as the prelude sees it: the filter's error, the same words
+        FILTERS["sglang_host_model"]("solo", hv, groups, list(hv))
     assert str(err.value) == f"solo: {var} is {kind}, " + FIX.format(name=var)
 
 
 def test_a_peer_s_flags_written_as_a_command_line_are_named_on_each_node_that_reads_them():
     hv, groups = fleet()
     hv["big1"] = {**hv["big1"], "sglang_args": "--tp-size 16"}
-    with pytest.raises(AnsibleFilterError) as err:
+    with pytest.raises(host.HostModelError) as err:
         model("big0", hv, groups)
     assert str(err.value) == "big0: sglang_args of big1 is a string, " + FIX.format(name="sglang_args")
     hv["d1"] = {**hv["d1"], "sglang_args": ["--model-path", "/models/pd"]}
     with pytest.raises(AnsibleFilterError, match=r"^p1: sglang_args of d1 is a list, not a mapping"):
-        model("p1", hv, groups)
+        FILTERS["sglang_host_model"]("p1", hv, groups, list(hv))
 
 
 def test_only_module_utils_sglang_args_merges_the_inventory_s_args():
@@ -192,8 +196,38 @@ def test_replicas_behind_one_router_must_serve_the_same_revision():
         hv[name] = {"sglang_version": "0.5.23", "sglang_router_host": "router", "sglang_args": {},
                     "sglang_model": {"repo": "Qwen/Qwen3-8B", "revision": sha}}
     groups["sglang_servers"] += ["r1", "r2", "r3"]
-    (problem,) = host.sglang_host_model("r1", hv, groups, ["r1"])["problems"]
+    (problem,) = host.host_model("r1", hv, groups, ["r1"])["problems"]
     assert problem.startswith("r2, another replica behind router router, serves Qwen/Qwen3-8B@bbbbbbbbbbbb")
-    assert host.sglang_host_model("r3", hv, groups, ["r3"])["problems"] != []
+    assert host.host_model("r3", hv, groups, ["r3"])["problems"] != []
     hv["r2"]["sglang_model"]["revision"] = SHA_A
-    assert host.sglang_host_model("r1", hv, groups, ["r1"])["problems"] == []
+    assert host.host_model("r1", hv, groups, ["r1"])["problems"] == []
+
+
+def test_a_variant_follows_its_version_and_args_and_refuses_a_server_of_several_hosts():
+    """sglang_host_variant (regression.yml's steps, tune.yml's candidates): venv and lock follow the version."""
+    hv, groups = fleet()
+    hv["solo"].update(ml_env_root="/srv/envs", ml_env_profile="light")
+    base = model("solo", hv, groups)
+    v = host.host_variant(base, "0.5.23", {"model_path": "/models/solo", "port": 31000, "tp_size": 2})
+    assert (v["version"], v["venv"], v["venv_marker"], v["lock_file"]) == (
+        "0.5.23", "/srv/envs/sglang-0.5.23", "/srv/envs/sglang-0.5.23/.sglang-fleet-lock.txt",
+        "/srv/envs/locks/sglang-0.5.23-light.txt")
+    assert v["args"] == v["inventory_args"] == {"model_path": "/models/solo", "port": 31000, "tp_size": 2}
+    assert v["argv"] == ["--model-path", "/models/solo", "--port", "31000", "--tp-size", "2"]
+    assert (v["url"], v["service"], v["name"]) == ("http://127.0.0.1:31000", base["service"], "solo")
+    refusal = ("big0: regression.yml and tune.yml measure a server of one host; this one is part of a multi-node "
+               "server or a PD pair")
+    with pytest.raises(host.HostModelError) as err:
+        host.host_variant(model("big0"), "0.5.23", {})
+    assert str(err.value) == refusal
+    with pytest.raises(AnsibleFilterError) as err:  # as regression.yml and tune.yml see it
+        FILTERS["sglang_host_variant"](model("big0"), "0.5.23", {})
+    assert str(err.value) == refusal
+
+
+def test_the_filters_are_the_host_model_s_functions():
+    """plugins/filter/sglang_host.py only maps the filter names to module_utils/host/host_model.py."""
+    hv, groups = fleet()
+    assert sorted(FILTERS) == ["sglang_host_model", "sglang_host_variant"]
+    assert FILTERS["sglang_host_model"]("big1", hv, groups, list(hv)) == model("big1", hv, groups)
+    assert FILTERS["sglang_host_variant"].__wrapped__ is host.host_variant

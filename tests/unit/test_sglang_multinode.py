@@ -1,16 +1,15 @@
-"""plugins/filter/sglang_multinode.py: a multi-node server's derived flags, its refusals, and the
-rollout's batch sizes (compared with Ansible's own batching, PlaybookExecutor._get_serialized_batches)."""
-import importlib.util
-import pathlib
-
+"""plugins/module_utils/host/multinode.py: a multi-node server's derived flags, its refusals, and the
+rollout's batch sizes (compared with Ansible's own batching, PlaybookExecutor._get_serialized_batches);
+the filters of plugins/filter/sglang_multinode.py that offer them to the playbooks."""
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.executor.playbook_executor import PlaybookExecutor
+from ansible.utils.helpers import pct_to_int
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("sglang_multinode", REPO / "plugins" / "filter" / "sglang_multinode.py")
-mn = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mn)
+from ansible_collections.sglang.fleet.plugins.filter import sglang_multinode as multinode_filters
+from ansible_collections.sglang.fleet.plugins.module_utils.host import multinode as mn
+
+FILTERS = multinode_filters.FilterModule().filters()
 
 ARGS = {"model_path": "/models/Qwen3-235B", "tp_size": 4}
 
@@ -31,7 +30,7 @@ def fleet(**over):
 
 
 def plan(me, hv, groups, play=None):
-    return mn.sglang_multinode_plan(me, hv, groups, play or list(hv))
+    return mn.plan_of(me, hv, groups, play or list(hv))
 
 
 def test_flags_derived_from_the_group_order_and_rank0_address():
@@ -115,7 +114,7 @@ def test_tp_x_pp_against_the_groups_gpus(tp, pp, counts, fragment):
     hv, groups = fleet()
     gpus(hv, counts)
     p = plan("big0", hv, groups)
-    problems = mn.sglang_multinode_gpu_problems(p, hv, {**ARGS, "tp_size": tp, "pp_size": pp})
+    problems = mn.gpu_problems(p, hv, {**ARGS, "tp_size": tp, "pp_size": pp})
     assert (problems == []) if fragment is None else (len(problems) == 1 and fragment in problems[0])
 
 
@@ -147,7 +146,7 @@ def members(hosts, groups):
 @pytest.mark.parametrize("serial", [[1, "25%"], [1, 2, "50%"], ["100%"], [1], [3], [-1], ["10%"]])
 def test_batches_without_groups_are_ansibles_own(serial):
     hosts = [f"h{i}" for i in range(9)]
-    sizes = mn.sglang_multinode_batches(serial, hosts, members(hosts, {}))
+    sizes = mn.rollout_batches(serial, hosts, members(hosts, {}))
     assert ansible_batches(sizes, hosts) == ansible_batches(serial, hosts)
 
 
@@ -158,7 +157,7 @@ def test_batches_without_groups_are_ansibles_own(serial):
     (["a0", "b0", "a1", "b1"], {"a": ["a0", "a1"], "b": ["b0", "b1"]}),
 ])
 def test_batches_never_split_a_group(serial, hosts, groups):
-    batches = ansible_batches(mn.sglang_multinode_batches(serial, hosts, members(hosts, groups)), hosts)
+    batches = ansible_batches(mn.rollout_batches(serial, hosts, members(hosts, groups)), hosts)
     assert [h for b in batches for h in b] == hosts
     for group in groups.values():
         holding = [b for b in batches if set(group) & set(b)]
@@ -170,15 +169,47 @@ def test_batches_never_split_a_group(serial, hosts, groups):
 
 def test_the_canary_becomes_the_first_group():
     hosts = ["a0", "a1", "x", "y", "z"]
-    assert ansible_batches(mn.sglang_multinode_batches([1, "25%"], hosts, members(hosts, {"a": ["a0", "a1"]})),
+    assert ansible_batches(mn.rollout_batches([1, "25%"], hosts, members(hosts, {"a": ["a0", "a1"]})),
                            hosts) == [["a0", "a1"], ["x"], ["y"], ["z"]]
 
 
 def test_a_bad_batch_value_is_named():
-    with pytest.raises(AnsibleFilterError, match="'one' is not a number of hosts"):
-        mn.sglang_multinode_batches(["one"], ["h"], {"h": {}})
+    message = "sglang_rollout_batches: 'one' is not a number of hosts or a percentage like \"25%\""
+    with pytest.raises(mn.BatchError) as err:
+        mn.rollout_batches(["one"], ["h"], {"h": {}})
+    assert str(err.value) == message
+    with pytest.raises(AnsibleFilterError) as err:  # as deploy.yml's rollout sees it: Ansible adds the cause
+        FILTERS["sglang_multinode_batches"](["one"], ["h"], {"h": {}})
+    assert str(err.value) == message + ": invalid literal for int() with base 10: 'one'"
+
+
+@pytest.mark.parametrize("value", [1, 3, 0, -1, 2.7, True, "2", "0%", "1%", "10%", "25%", "33%", "50%", "99%", "100%",
+                                   "150%", "-10%"])
+@pytest.mark.parametrize("total", [1, 3, 7, 9, 40])
+def test_a_batch_size_is_read_as_ansible_reads_serial(value, total):
+    """serial_size is Ansible's pct_to_int (module_utils may not import ansible.utils)."""
+    assert mn.serial_size(value, total) == pct_to_int(value, total)
+
+
+@pytest.mark.parametrize("value", ["one", "x%", None, [1]])
+def test_a_batch_size_ansible_cannot_read_is_refused_alike(value):
+    with pytest.raises((TypeError, ValueError)) as ours:
+        mn.serial_size(value, 9)
+    with pytest.raises((TypeError, ValueError)) as theirs:
+        pct_to_int(value, 9)
+    assert type(ours.value) is type(theirs.value)
 
 
 def test_without_lists_the_members_not_through():
     hv = {"a": {"x": True}, "b": {}, "c": {"x": "false"}}
-    assert mn.sglang_multinode_without(["a", "b", "c"], hv, "x") == ["b", "c"]
+    assert mn.members_without(["a", "b", "c"], hv, "x") == ["b", "c"]
+
+
+def test_the_filters_are_the_multinode_functions():
+    """plugins/filter/sglang_multinode.py only maps the filter names to module_utils/host/multinode.py."""
+    hv, groups = fleet()
+    assert FILTERS == {"sglang_multinode_plan": mn.plan_of, "sglang_multinode_gpu_problems": mn.gpu_problems,
+                       "sglang_multinode_batches": multinode_filters.sglang_multinode_batches,
+                       "sglang_multinode_without": mn.members_without}
+    hosts = ["a0", "x", "a1", "y"]
+    assert FILTERS["sglang_multinode_batches"]([1], hosts, members(hosts, {"a": ["a0", "a1"]})) == [3, 1]

@@ -1,10 +1,13 @@
 """PD disaggregation as inventory groups: the servers' derived --disaggregation-mode and
---disaggregation-bootstrap-port (plugins/filter/sglang_pd.py), the router's --prefill/--decode
-(plugins/filter/sglang_router.py), and every refusal of a bad pair."""
+--disaggregation-bootstrap-port (plugins/module_utils/host/pd.py, the filter plugins/filter/sglang_pd.py),
+the router's --prefill/--decode (plugins/filter/sglang_router.py), and every refusal of a bad pair."""
 import importlib.util
 import pathlib
 
 import pytest
+
+from ansible_collections.sglang.fleet.plugins.filter import sglang_pd as pd_filters
+from ansible_collections.sglang.fleet.plugins.module_utils.host import pd
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -16,7 +19,6 @@ def _load(name, path):
     return mod
 
 
-pd = _load("sglang_pd", "plugins/filter/sglang_pd.py")
 router = _load("sglang_router_filters", "plugins/filter/sglang_router.py")
 
 PAIR = {"sglang_pd_prefill_group": "qwen_prefill", "sglang_pd_decode_group": "qwen_decode"}
@@ -38,33 +40,38 @@ def fleet(**over):
 
 def test_each_side_is_derived_from_its_group_with_one_bootstrap_port():
     hv, groups = fleet()
-    plans = {h: pd.sglang_pd_plan(h, hv, groups) for h in ("p1", "p2", "d1")}
+    plans = {h: pd.plan_of(h, hv, groups) for h in ("p1", "p2", "d1")}
     assert all(p["problems"] == [] for p in plans.values())
     assert plans["p1"]["args"] == {"disaggregation_mode": "prefill", "disaggregation_bootstrap_port": 8998}
     assert plans["p2"]["args"] == {"disaggregation_mode": "prefill", "disaggregation_bootstrap_port": 8998}
     assert plans["d1"]["args"] == {"disaggregation_mode": "decode", "disaggregation_bootstrap_port": 8998}
     hv, groups = fleet(**{h: {"sglang_pd_bootstrap_port": 9100} for h in ("p1", "p2", "d1")})
-    assert pd.sglang_pd_plan("d1", hv, groups)["args"]["disaggregation_bootstrap_port"] == 9100
+    assert pd.plan_of("d1", hv, groups)["args"]["disaggregation_bootstrap_port"] == 9100
+
+
+def test_the_filter_is_the_pd_plan():
+    """plugins/filter/sglang_pd.py only maps the filter name to module_utils/host/pd.py."""
+    assert pd_filters.FilterModule().filters() == {"sglang_pd_plan": pd.plan_of}
 
 
 def test_a_host_outside_any_pair_gets_nothing():
     hv, groups = fleet()
-    assert pd.sglang_pd_plan("solo", hv, groups) == {"problems": []}
+    assert pd.plan_of("solo", hv, groups) == {"problems": []}
 
 
 def test_typed_derived_flags_are_refused_with_the_reason():
     hv, groups = fleet(d1={"sglang_args": {"model_path": "/m", "disaggregation_bootstrap_port": 9000}})
-    (msg,) = pd.sglang_pd_plan("d1", hv, groups)["problems"]
+    (msg,) = pd.plan_of("d1", hv, groups)["problems"]
     assert msg.startswith("sglang_args sets disaggregation_bootstrap_port: in a PD pair these are derived")
     assert "a decode server binds nothing on it, it only falls back to it for a request without bootstrap_port" in msg
     hv, groups = fleet(solo={"sglang_args": {"model_path": "/m", "disaggregation_mode": "prefill"}})
-    assert pd.sglang_pd_plan("solo", hv, groups)["problems"][0].startswith("sglang_args sets disaggregation_mode:")
+    assert pd.plan_of("solo", hv, groups)["problems"][0].startswith("sglang_args sets disaggregation_mode:")
 
 
 def test_a_host_in_both_groups_is_refused():
     hv, groups = fleet()
     groups["qwen_decode"] = ["d1", "p2"]
-    (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
+    (msg,) = pd.plan_of("p1", hv, groups)["problems"]
     assert msg == ("p2 in both 'qwen_prefill' (prefill) and 'qwen_decode' (decode): a server runs one "
                    "--disaggregation-mode; keep each host in one of the two groups")
 
@@ -72,29 +79,29 @@ def test_a_host_in_both_groups_is_refused():
 def test_an_empty_or_missing_side_and_a_half_named_pair_are_refused():
     hv, groups = fleet()
     groups["qwen_decode"] = []
-    assert pd.sglang_pd_plan("p1", hv, groups)["problems"] == [
+    assert pd.plan_of("p1", hv, groups)["problems"] == [
         "p1: the PD decode group 'qwen_decode' has no hosts: a PD pair needs at least one decode server"]
     del groups["qwen_decode"]
-    assert "'qwen_decode' is not an inventory group" in pd.sglang_pd_plan("p1", hv, groups)["problems"][0]
+    assert "'qwen_decode' is not an inventory group" in pd.plan_of("p1", hv, groups)["problems"][0]
     hv, groups = fleet(p1={"sglang_pd_decode_group": None})
-    assert pd.sglang_pd_plan("p1", hv, groups)["problems"][0].startswith(
+    assert pd.plan_of("p1", hv, groups)["problems"][0].startswith(
         "p1 names only one side of a PD pair (sglang_pd_prefill_group 'qwen_prefill', sglang_pd_decode_group '')")
     hv, groups = fleet(solo=PAIR)
     assert "solo names the PD pair 'qwen_prefill' / 'qwen_decode' but is in neither group" in \
-        pd.sglang_pd_plan("solo", hv, groups)["problems"][0]
+        pd.plan_of("solo", hv, groups)["problems"][0]
 
 
 def test_bootstrap_port_must_be_one_free_port_of_the_pair():
     hv, groups = fleet(p2={"sglang_pd_bootstrap_port": 9000})
     assert "has more than one sglang_pd_bootstrap_port (p1 8998, p2 9000, d1 8998)" in \
-        pd.sglang_pd_plan("p1", hv, groups)["problems"][0]
+        pd.plan_of("p1", hv, groups)["problems"][0]
     hv, groups = fleet(**{h: {"sglang_pd_bootstrap_port": 30001} for h in ("p1", "p2", "d1")})
-    (msg,) = pd.sglang_pd_plan("p2", hv, groups)["problems"]
+    (msg,) = pd.plan_of("p2", hv, groups)["problems"]
     assert msg.startswith("sglang_pd_bootstrap_port 30001 is this prefill server's API port")
-    assert pd.sglang_pd_plan("p1", hv, groups)["problems"] == []  # p1 serves on 30000
-    assert pd.sglang_pd_plan("d1", hv, groups)["problems"] == []  # a decode binds nothing there
+    assert pd.plan_of("p1", hv, groups)["problems"] == []  # p1 serves on 30000
+    assert pd.plan_of("d1", hv, groups)["problems"] == []  # a decode binds nothing there
     hv, groups = fleet(**{h: {"sglang_pd_bootstrap_port": "8998"} for h in ("p1", "p2", "d1")})
-    assert pd.sglang_pd_plan("d1", hv, groups)["problems"][0].startswith(
+    assert pd.plan_of("d1", hv, groups)["problems"][0].startswith(
         "sglang_pd_bootstrap_port is '8998': it must be a whole number from 1 to 65535")
 
 
@@ -103,27 +110,27 @@ def test_bootstrap_port_must_be_one_free_port_of_the_pair():
 @pytest.mark.parametrize("key", ["disaggregation_transfer_backend", "disaggregation-transfer-backend"])
 def test_transfer_backend_one_per_pair_and_never_fake_on_prefill(key):
     hv, groups = fleet(d1={"sglang_args": {"model_path": "/m", key: "nixl"}})
-    assert "one transfer backend: p1 mooncake, p2 mooncake, d1 nixl" in pd.sglang_pd_plan("p1", hv, groups)["problems"][0]
+    assert "one transfer backend: p1 mooncake, p2 mooncake, d1 nixl" in pd.plan_of("p1", hv, groups)["problems"][0]
     fake = {"sglang_args": {"model_path": "/m", key: "fake"}}
     hv, groups = fleet(p1=fake, p2=fake, d1=fake)
-    (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
+    (msg,) = pd.plan_of("p1", hv, groups)["problems"]
     assert msg.startswith("disaggregation_transfer_backend fake on a prefill server: SGLang refuses it at start")
-    assert pd.sglang_pd_plan("d1", hv, groups)["problems"] == []
+    assert pd.plan_of("d1", hv, groups)["problems"] == []
 
 
 def test_one_release_one_model_and_one_kv_layout_per_pair():
     """What the decode refuses only at its first request (0.5.23 common/conn.py:1320-1335), refused before
     any change: the same release, model, page size and KV cache dtype on both sides."""
     hv, groups = fleet(**{h: {"sglang_version": "0.5.23"} for h in ("p1", "p2", "d1")})
-    assert all(pd.sglang_pd_plan(h, hv, groups)["problems"] == [] for h in ("p1", "p2", "d1"))
+    assert all(pd.plan_of(h, hv, groups)["problems"] == [] for h in ("p1", "p2", "d1"))
     hv["d1"]["sglang_version"] = "0.5.18"
-    (msg,) = pd.sglang_pd_plan("p1", hv, groups)["problems"]
+    (msg,) = pd.plan_of("p1", hv, groups)["problems"]
     assert msg.startswith("the PD pair 'qwen_prefill' / 'qwen_decode' runs more than one SGLang release "
                           "(p1 0.5.23, p2 0.5.23, d1 0.5.18): the KV transfer is internal to a release")
     assert msg.endswith("set sglang_version once, in the pair's group vars")
     hv, groups = fleet(d1={"sglang_args": {"model_path": "/other", "page-size": 16}},
                        p2={"sglang_args": {"model_path": "/m", "kv_cache_dtype": "fp8_e4m3"}})
-    problems = pd.sglang_pd_plan("d1", hv, groups)["problems"]
+    problems = pd.plan_of("d1", hv, groups)["problems"]
     assert [p.split(":")[0] for p in problems] == [
         "the PD pair 'qwen_prefill' / 'qwen_decode' declares model_path differently (p1 /m, p2 /m, d1 /other)",
         "the PD pair 'qwen_prefill' / 'qwen_decode' declares page_size differently (p1 (not set), p2 (not set), d1 16)",
@@ -131,7 +138,7 @@ def test_one_release_one_model_and_one_kv_layout_per_pair():
         "(p1 (not set), p2 fp8_e4m3, d1 (not set))"]
     assert '"Both servers must use the same --page-size value"' in problems[1]
     assert problems[2].endswith("set sglang_args.kv_cache_dtype the same on both groups, or on neither")
-    assert pd.sglang_pd_plan("solo", hv, groups)["problems"] == []  # outside the pair: nothing to compare
+    assert pd.plan_of("solo", hv, groups)["problems"] == []  # outside the pair: nothing to compare
 
 
 def test_the_router_gets_prefill_urls_with_bootstrap_ports_and_decode_urls():

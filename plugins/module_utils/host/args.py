@@ -70,7 +70,7 @@ class ArgsError(SglangFleetError, ValueError):
 
 def inventory_args(host_vars, host=None):
     """A host's SGLang arguments as the inventory declares them: the fleet's sglang_args_common with the
-    host's sglang_args over it. The one merge of the two (the host model, filter_plugins/sglang_host.py,
+    host's sglang_args over it. The one merge of the two (the host model, host/host_model.py,
     and the plugins that read other hosts' arguments call it, naming that `host` in the error).
 
     Either one set to anything but a mapping (a list or string of flags) raises ArgsError."""
@@ -238,7 +238,7 @@ CPU, CUDA = "cpu", "cuda"
 def device_of(args):
     """The device a server of these arguments runs on: "cpu" for `device: cpu`, else "cuda".
 
-    The one derivation of it: the host model (filter_plugins/sglang_host.py, `sglang_host.device`)
+    The one derivation of it: the host model (host/host_model.py, `sglang_host.device`)
     and gpus_needed call it; the roles take `sglang_host.device`."""
     return CPU if str((args or {}).get("device") or "").strip().lower() == CPU else CUDA
 

@@ -9,7 +9,7 @@
       revision: v3                      # its label (a letter, digit, . _ -): change it when the files change
 
 The revision is staged to `<sglang_model_root>/<org>--<name>/<revision>` on the host, and that
-folder is the server's model_path (filter_plugins/sglang_host.py puts it in the host model's args).
+folder is the server's model_path (module_utils/host/host_model.py puts it in the host model's args).
 
 Stdlib only: used by the host model on the controller and by modules.
 """

@@ -1,5 +1,9 @@
 """Read the fleet's per-host reports on the controller: `<reports>/<host>/<kind>-latest.json`.
 
+`host_path` is the one formula of a host's folder under a reports folder: the roles name it through
+the filter sglang.fleet.sglang_report_path (plugins/filter/fleet_reports.py), the scripts through
+host_folders, the router's verify through load_reports (module_utils/router/verify.py).
+
 The roles write them through roles/sglang_common/tasks/report.yml (plugins/action/sglang_report.py):
 audit, verify, drift, release and compat, each also kept as `<kind>-<UTC stamp>.json`, plus
 verify's `verify-history.jsonl` (one line per verify run). Read by scripts/fleet_report.py (the
@@ -37,15 +41,20 @@ def load(path):
     return data if isinstance(data, dict) else None
 
 
+def host_path(reports_dir, host, *names):
+    """`<reports_dir>/<host>`, the host's folder of reports, or `<reports_dir>/<host>/<name>/...`, a file
+    or folder in it (verify-history.jsonl, verify-latest.json, tune-<stamp>/...)."""
+    return os.path.join(str(reports_dir), str(host), *(str(n) for n in names))
+
+
 def host_folders(reports_dir, hosts=()):
     """The folders of `hosts`, or of every host under `reports_dir` (sorted by name)."""
-    if hosts:
-        return [os.path.join(reports_dir, h) for h in hosts]
-    try:
-        names = sorted(os.listdir(reports_dir))
-    except OSError:
-        return []
-    return [os.path.join(reports_dir, n) for n in names if os.path.isdir(os.path.join(reports_dir, n))]
+    if not hosts:
+        try:
+            hosts = [n for n in sorted(os.listdir(reports_dir)) if os.path.isdir(host_path(reports_dir, n))]
+        except OSError:
+            return []
+    return [host_path(reports_dir, h) for h in hosts]
 
 
 def latest(folder):

@@ -15,9 +15,9 @@ Controller only, pure; stdlib only.
 """
 
 import json
-import os
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+from ansible_collections.sglang.fleet.plugins.module_utils.report.fleet_reports import host_path
 
 
 class RouterVerifyError(SglangFleetError):
@@ -39,7 +39,7 @@ def load_reports(reports_dir, replicas):
     """{replica: its latest verify report}; refuses a replica that has none."""
     out, missing = {}, []
     for name in replicas:
-        path = os.path.join(reports_dir, name, "verify-latest.json")
+        path = host_path(reports_dir, name, "verify-latest.json")
         try:
             with open(path, encoding="utf-8") as fh:
                 out[name] = json.load(fh)

@@ -1,0 +1,1 @@
+../plugins/filter/fleet_reports.py
