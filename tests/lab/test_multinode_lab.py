@@ -128,6 +128,16 @@ def release(fleet, host):
                            "cat /var/lib/sglang-fleet/current /var/lib/sglang-fleet/last-good").split()
 
 
+def test_tune_refuses_a_node_of_a_multi_node_server_before_anything_changes(fleet):
+    """Its flags are derived for the group together: one node cannot be measured alone."""
+    before = state(fleet)
+    rc, out = play(fleet, "tune.yml", "-l", "qwen_big", "-e", json.dumps({"sglang_tune_space": {"schedule_policy": ["fcfs", "lpm"]}}))
+    assert rc != 0
+    assert (f"{RANK0}: tune.yml measures a server of one host; this one is part of a multi-node server, whose flags are "
+            "derived together: tune a single-host server of the same hardware and model, then copy its flags") in unflow(out), out
+    assert state(fleet) == before
+
+
 def test_a_release_failing_verify_rolls_every_node_back_together(fleet):
     """The new release serves at a fifth of the speed (a simulator fault in the unit's environment,
     on both nodes like any release): rank 0's verify fails its floor, rank 1 takes that verdict, and

@@ -28,7 +28,7 @@ import time
 
 import pytest
 import yaml
-from lab_fleet import LIGHT_VERIFY, lab_fleet, recap, unflow
+from lab_fleet import BIN, LIGHT_VERIFY, lab_fleet, recap, run, unflow
 from lab_hub import lab_hub
 from router_client import Load, RouterClient
 
@@ -294,6 +294,21 @@ def test_the_real_server_still_answers_the_probes_as_captured(real):
                 generate_stream_keys(live[name])["meta_info"], live[name]
         elif name != "GET /server_info":   # its keys: tests/sim/test_sim.py against the same capture's source
             assert live[name] == captured[name], name
+
+
+def test_the_output_check_reads_the_real_servers_greedy_text_and_the_same_text_again(real):
+    """tune.yml's output check (sglang_outputs, verify's tasks_from greedy) on the real engine: fixed prompts,
+    greedy, one at a time. The real 0.5.23 answers each with text, and the same text on a second pass:
+    a difference between two configurations is then theirs, not the engine's."""
+    args = json.dumps({"base_url": "http://127.0.0.1:30000", "prompts": 4, "output_len": 16, "api_key": CANARY})
+    passes = []
+    for _ in range(2):
+        rc, out = run([BIN / "ansible", HOST, "-i", real.inventory, "-o", "-m", "sglang.fleet.sglang_outputs", "-a", args])
+        assert rc == 0, out
+        assert CANARY not in out
+        passes.append(json.loads(out.split("=>", 1)[1])["outputs"])
+    assert len(passes[0]) == 4 and all(text.strip() for text in passes[0]), passes
+    assert passes[1] == passes[0], passes
 
 
 class StreamKeys(dict):

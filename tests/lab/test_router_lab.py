@@ -257,6 +257,24 @@ def test_a_rerun_that_changes_nothing_keeps_every_replica_in_the_router(fleet):
     assert workers() == EXPECTED_WORKERS
 
 
+def test_tune_takes_its_host_out_of_the_router_for_the_search_and_puts_it_back(fleet):
+    """tune.yml restarts its host once per candidate: the host leaves the router first (its in-flight
+    requests finish), so a client of the router sees no failed request, and it is back in at the end,
+    serving what it ran."""
+    space = {"sglang_tune_space": {"schedule_policy": ["fcfs", "lpm"]}, "sglang_tune_from_audit": False,
+             "sglang_tune_budget_minutes": 10, "sglang_tune_restart_s": 15, "sglang_tune_measure_s": 10}
+    with Load(CLIENT) as load:
+        rc, out = fleet.play("tune.yml", "-l", "rep1", "-e", json.dumps(space))
+    assert rc == 0, out[-20000:]
+    flat = unflow(out)
+    assert f"rep1: out of router router (http://{SUBNET}" in flat and f"rep1: back in router router (http://{SUBNET}" in flat, out
+    assert "rep1: tuned decode_tok_s@1: " in flat, out
+    print(f"tune behind the router: {load.ok} requests ok, {load.failed} failed")
+    assert load.ok > 20 and load.failed == 0
+    assert workers() == EXPECTED_WORKERS
+    assert API_KEY not in out
+
+
 def test_the_same_rollout_without_draining_breaks_requests(fleet):
     with Load(CLIENT) as load:
         rc, out = rollout(fleet, "undrained", "-e", "sglang_router_host=")
