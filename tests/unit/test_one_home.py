@@ -402,3 +402,16 @@ def test_the_hardening_filter_gives_a_new_mapping_and_refuses_a_non_mapping():
     with pytest.raises(AnsibleFilterError) as err:
         sglang_unit_hardening(["ProtectHome=yes"])
     assert str(err.value) == "sglang_unit_hardening: a unit's own hardening is a mapping of [Service] settings, got list"
+
+
+def test_a_files_bytes_are_read_by_the_one_helper(tmp_path):
+    """records._read_bytes (b"" for a missing file) and venv_build.read_bytes (None) were one reader twice:
+    module_utils/files.py's read_bytes, the missing file's value a parameter."""
+    from ansible_collections.sglang.fleet.plugins.module_utils.files import read_bytes
+
+    again = [f"{rel(path)}: def {name}" for path in python_files("plugins") if path != FILES_HELPER
+             for name in top_level_functions(path) if name.strip("_") == "read_bytes"]
+    assert again == []
+    (tmp_path / "unit").write_bytes(b"[Unit]\n\x00")
+    assert read_bytes(tmp_path / "unit") == read_bytes(tmp_path / "unit", b"") == b"[Unit]\n\x00"
+    assert (read_bytes(tmp_path / "absent"), read_bytes(tmp_path / "absent", b"")) == (None, b"")
