@@ -1,12 +1,14 @@
-"""Filters that turn a host's SGLang arguments (a mapping) into argv and unit lines.
+"""Filters that turn a host's SGLang arguments (a mapping) into argv and unit lines, and a unit's
+systemd hardening.
 
-The logic lives in plugins/module_utils/host/args.py (shared with modules on the hosts); controller
-plugins cannot import a project's module_utils through `ansible.module_utils`, so it is loaded
-from the file next door.
+The logic lives in plugins/module_utils/host/args.py (shared with modules on the hosts) and
+plugins/module_utils/unit_hardening.py; controller plugins cannot import a project's module_utils
+through `ansible.module_utils`, so it is loaded from the collection's own path.
 """
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sglang.fleet.plugins.module_utils import unit_hardening
 from ansible_collections.sglang.fleet.plugins.module_utils.host import args as sglang_args
 
 
@@ -37,11 +39,22 @@ def sglang_same_machine(hosts, hostvars, me):
     return [h for h in hosts if h != me and mine and machine(h) == mine]
 
 
+def sglang_unit_hardening(own=None):
+    """The collection's base systemd hardening (module_utils/unit_hardening.py BASE) with a unit's
+    `own` settings over it: each role's default hardening, e.g.
+    `{{ {'PrivateDevices': 'yes'} | sglang.fleet.sglang_unit_hardening }}`."""
+    try:
+        return unit_hardening.hardening(own)
+    except TypeError as exc:
+        raise AnsibleFilterError(f"sglang_unit_hardening: {exc}") from exc
+
+
 class FilterModule:
     def filters(self):
         return {
             "sglang_argv": _wrap("sglang_argv", sglang_args.to_argv),
             "sglang_unit_lines": _wrap("sglang_unit_lines", sglang_args.unit_lines),
+            "sglang_unit_hardening": sglang_unit_hardening,
             "systemd_quote": _wrap("systemd_quote", sglang_args.systemd_quote),
             "sglang_args_problems": sglang_args.check_args,
             "sglang_expect_problems": sglang_args.check_expect,

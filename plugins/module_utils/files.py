@@ -1,4 +1,5 @@
-"""Put a file, a folder or a link in place atomically: the collection's one temporary-file-and-rename.
+"""Put a file, a folder or a link in place atomically: the collection's one temporary-file-and-rename;
+and the one reader of a file's bytes and its hash.
 
 A reader sees the old content or the new, never half of it: the new content goes to a temporary
 file in the target's own folder (one file system), which is renamed over the target. Used on hosts
@@ -91,6 +92,16 @@ def replace_symlink(link, target):
         os.unlink(tmp)
     os.symlink(target, tmp)
     os.replace(tmp, link)
+
+
+def read_bytes(path, missing=None):
+    """The bytes of file `path`; `missing` when there is no such file (records read an absent unit as
+    b"", the venv build tells an absent lock by None)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return missing
 
 
 def file_sha256(path):

@@ -73,13 +73,13 @@ step: {description: The step that failed., type: str, returned: failure}
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+from ansible_collections.sglang.fleet.plugins.module_utils.files import read_bytes
 from ansible_collections.sglang.fleet.plugins.module_utils.release.venv_build import (
     StepFailed,
     build,
     failure_message,
     file_differs,
     put_file,
-    read_bytes,
     remove_path,
 )
 

@@ -360,3 +360,58 @@ def test_a_hosts_report_path_is_written_once():
                   if isinstance(node, ast.Call) and id(node) not in the_home and node.args
                   and ast.unparse(node.func) in ("os.path.join", "pathlib.Path") and "report" in ast.unparse(node.args[0])]
     assert found == [], "use sglang.fleet.sglang_report_path (YAML) or fleet_reports.host_path (Python):\n" + "\n".join(found)
+
+
+# The units the collection installs and the role variable of each one's hardening.
+HARDENED_UNITS = {"sglang_service": "sglang_service_hardening", "sglang_router": "sglang_router_hardening",
+                  "sglang_schedule": "sglang_schedule_hardening"}
+
+
+def test_every_units_hardening_is_the_one_base_with_its_own_settings():
+    """The systemd hardening was written three times (service, router, schedule): each role's default is now
+    module_utils/unit_hardening.py's BASE with the unit's own settings over it (sglang.fleet.sglang_unit_hardening),
+    and a unit's own settings never repeat a base setting."""
+    import jinja2
+    import yaml
+
+    from ansible_collections.sglang.fleet.plugins.filter.sglang_args import FilterModule
+    from ansible_collections.sglang.fleet.plugins.module_utils.unit_hardening import BASE
+
+    env = jinja2.Environment()
+    env.filters["sglang.fleet.sglang_unit_hardening"] = FilterModule().filters()["sglang_unit_hardening"]
+    for role, name in HARDENED_UNITS.items():
+        default = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())[name].strip()
+        assert default.startswith("{{") and default.endswith("| sglang.fleet.sglang_unit_hardening }}"), role
+        own = env.compile_expression(default[2:-2].rpartition("|")[0])()
+        assert own and not [key for key, value in own.items() if BASE.get(key) == value], role
+        assert env.compile_expression(default[2:-2])() == {**BASE, **own}, role
+
+
+def test_the_hardening_filter_gives_a_new_mapping_and_refuses_a_non_mapping():
+    import pytest
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.sglang.fleet.plugins.filter.sglang_args import sglang_unit_hardening
+    from ansible_collections.sglang.fleet.plugins.module_utils.unit_hardening import BASE
+
+    own = {"SystemCallFilter": ["@system-service", "~@privileged"], "ProtectHome": "yes"}
+    first = sglang_unit_hardening(own)
+    assert first == {**BASE, **own} and sglang_unit_hardening() == BASE
+    first["SystemCallFilter"].append("~@mount")
+    assert own["SystemCallFilter"] == ["@system-service", "~@privileged"]   # the role's own lists stay as they were
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_unit_hardening(["ProtectHome=yes"])
+    assert str(err.value) == "sglang_unit_hardening: a unit's own hardening is a mapping of [Service] settings, got list"
+
+
+def test_a_files_bytes_are_read_by_the_one_helper(tmp_path):
+    """records._read_bytes (b"" for a missing file) and venv_build.read_bytes (None) were one reader twice:
+    module_utils/files.py's read_bytes, the missing file's value a parameter."""
+    from ansible_collections.sglang.fleet.plugins.module_utils.files import read_bytes
+
+    again = [f"{rel(path)}: def {name}" for path in python_files("plugins") if path != FILES_HELPER
+             for name in top_level_functions(path) if name.strip("_") == "read_bytes"]
+    assert again == []
+    (tmp_path / "unit").write_bytes(b"[Unit]\n\x00")
+    assert read_bytes(tmp_path / "unit") == read_bytes(tmp_path / "unit", b"") == b"[Unit]\n\x00"
+    assert (read_bytes(tmp_path / "absent"), read_bytes(tmp_path / "absent", b"")) == (None, b"")

@@ -225,7 +225,7 @@ def test_deploy_is_in_sync_exactly_when_drift_is(deployed):
 ])
 def test_a_staged_model_file_drift_finds_takes_the_host_out_of_sync(deployed, damage, finding):
     """README: "a host that drift.yml reports as drifted is never skipped". The staged model's files are
-    part of drift's comparison (roles/sglang_drift's sglang_drift_model), so deploy's in-sync check
+    part of drift's comparison (roles/sglang_drift's _sglang_drift_model), so deploy's in-sync check
     reports a truncated or rewritten weight file, as drift does, and the host gets the whole deploy
     (whose staging sends the file again) instead of "nothing to do"."""
     from ansible_collections.sglang.fleet.plugins.module_utils.model.files import mark  # noqa: PLC0415

@@ -170,14 +170,13 @@ def test_the_role_refuses_it_in_preflight_and_checks_its_shape():
     assert check["ansible.builtin.assert"]["that"] == "__sglang_audit_input_problems | length == 0"
     # the expectations' problems first, then the assertions' (one check: the first one with a problem)
     assert check["vars"]["__sglang_audit_input_problems"] == (
-        "{{ (sglang_audit_expect | sglang.fleet.sglang_expect_problems) or "
-        "(sglang_audit_source_assertions | sglang.fleet.sglang_source_assertion_problems) }}")
+        "{{ (sglang_expect | default({}) | sglang.fleet.sglang_expect_problems) or "
+        "(sglang_source_assertions | default([]) | sglang.fleet.sglang_source_assertion_problems) }}")
     options = yaml.safe_load((REPO / "roles" / "sglang_audit" / "meta" / "argument_specs.yml").read_text()
                              )["argument_specs"]["main"]["options"]
-    for name in ("sglang_source_assertions", "sglang_audit_source_assertions"):
-        assert sorted(options[name]["options"]) == sorted(
-            ["name", "path", "regex", "must", "count", "group", "equals", "message", "fix"])
-        assert options[name]["options"]["must"]["choices"] == ["match", "not_match"]
+    assert sorted(options["sglang_source_assertions"]["options"]) == sorted(
+        ["name", "path", "regex", "must", "count", "group", "equals", "message", "fix"])
+    assert options["sglang_source_assertions"]["options"]["must"]["choices"] == ["match", "not_match"]
 
 
 # ----------------------------------------------------------------------------- real releases

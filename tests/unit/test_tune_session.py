@@ -101,6 +101,21 @@ def test_a_candidates_flags_change_only_what_differs_from_the_incumbent():
         {"tp_size": 2, "speculative_num_steps": 1, "schedule_policy": "lpm"}
 
 
+def test_the_session_and_the_search_tell_the_incumbents_value_alike():
+    """One equality (search.same_value, the search's spelling of a value): a value is the incumbent's when the
+    search would key it as the incumbent's, so the session never leaves unchecked, or unchanged, a value the
+    search counts as another."""
+    assert (search.same_value(3, 3), search.same_value(0.88, 0.88), search.same_value("fcfs", "fcfs")) == (True,) * 3
+    assert (search.same_value(1, 1.0), search.same_value(True, 1), search.same_value(None, "")) == (False,) * 3
+    assert search.same_value({"a": 1, "b": [2]}, {"b": [2], "a": 1})
+    seen = []
+    kept, refused = session.check_space({"speculative_num_steps": [1, 1.0, 2]}, {"speculative_num_steps": 1},
+                                        {"speculative_num_steps": 1}, lambda args: seen.append(args) or [])
+    assert (kept, refused) == ([{"flag": "speculative_num_steps", "values": [1, 1.0, 2]}], [])
+    assert seen == [{"speculative_num_steps": 1.0}, {"speculative_num_steps": 2}]   # the incumbent's 1 alone unchecked
+    assert session.candidate_args({"tp_size": 2}, {"tp_size": 2}, {"tp_size": 2.0}) == {"tp_size": 2.0}
+
+
 def test_the_noise_prior_is_the_hosts_history_where_it_has_one(tmp_path):
     history = [{"generated_at": f"2026120{i}T000000Z", "fingerprint": "a", "workload": "w", "passed": True,
                 "metrics": {"decode_tok_s@1": v}} for i, v in enumerate([50.0, 51.0, 49.5, 50.5, 50.2, 49.8])]

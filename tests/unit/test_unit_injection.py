@@ -131,7 +131,8 @@ def context(args, **over):
         "sglang_service_args": args, "sglang_service_user": "sglang", "sglang_service_group": "sglang",
         "sglang_service_home": "/var/lib/sglang", "sglang_service_environment": {},
         "sglang_service_entrypoint": "sglang.launch_server", "sglang_service_log_file": "",
-        "sglang_service_hardening": defaults["sglang_service_hardening"], "sglang_service_unit_extra": {},
+        # the role's default: the collection's base hardening with the server's own (an expression)
+        "sglang_service_hardening": _resolve(defaults["sglang_service_hardening"], {}), "sglang_service_unit_extra": {},
         "_sglang_service_env_file": "/etc/sglang/sglang.env", "_sglang_service_python": PYTHON,
         "_sglang_service_unit_file": "/etc/systemd/system/sglang.service",
         "_sglang_service_launcher": LAUNCHER,

@@ -24,7 +24,7 @@ import re
 import shutil
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-from ansible_collections.sglang.fleet.plugins.module_utils.files import replace_symlink, write_atomic
+from ansible_collections.sglang.fleet.plugins.module_utils.files import read_bytes, replace_symlink, write_atomic
 from ansible_collections.sglang.fleet.plugins.module_utils.host.args import fingerprint
 from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import process_start, systemd_show
 
@@ -40,30 +40,22 @@ class ReleaseError(SglangFleetError, ValueError):
     """A release that cannot be read, recorded or restored."""
 
 
-def _read_bytes(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return b""
-
-
 def sha256_of(path):
     """sha256 hex of a file's bytes ("" when it does not exist)."""
-    data = _read_bytes(path)
+    data = read_bytes(path, b"")
     return hashlib.sha256(data).hexdigest() if data else ""
 
 
 def release_id(version, unit_file, env_file):
     """`<version>-<12 hex>` from the version and the unit's and environment's bytes."""
     digest = hashlib.sha256()
-    for part in (str(version).encode(), _read_bytes(unit_file), _read_bytes(env_file)):
+    for part in (str(version).encode(), read_bytes(unit_file, b""), read_bytes(env_file, b"")):
         digest.update(hashlib.sha256(part).digest())
     return f"{version}-{digest.hexdigest()[:12]}"
 
 
 def _pointer(state_dir, name):
-    text = _read_bytes(os.path.join(state_dir, name)).decode("utf-8", "replace").strip()
+    text = read_bytes(os.path.join(state_dir, name), b"").decode("utf-8", "replace").strip()
     return text or None
 
 
@@ -171,8 +163,8 @@ def record(state_dir, unit_file, env_file, meta, status, now):
             rec["promoted_at"] = now
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o755)
-        write_atomic(os.path.join(folder, "unit"), _read_bytes(unit_file), 0o644)
-        write_atomic(os.path.join(folder, "env"), _read_bytes(env_file), 0o600)
+        write_atomic(os.path.join(folder, "unit"), read_bytes(unit_file, b""), 0o644)
+        write_atomic(os.path.join(folder, "env"), read_bytes(env_file, b""), 0o600)
         write_atomic(os.path.join(folder, "release.json"),
                      (json.dumps(rec, indent=1, sort_keys=True) + "\n").encode(), 0o644)
         changed = True
@@ -193,10 +185,10 @@ def restore(state_dir, rid, unit_file, env_file, venv_link=""):
     folder = _folder(state_dir, rid)
     changed = False
     for name, dest, mode in (("unit", unit_file, 0o644), ("env", env_file, 0o600)):
-        data = _read_bytes(os.path.join(folder, name))
+        data = read_bytes(os.path.join(folder, name), b"")
         if name == "unit" and not data:
             raise ReleaseError(f"release {rid} has no copy of its unit in {folder}")
-        if _read_bytes(dest) != data or not os.path.exists(dest):
+        if read_bytes(dest, b"") != data or not os.path.exists(dest):
             write_atomic(dest, data, mode)
             changed = True
     venv = rec.get("venv") or ""

@@ -17,7 +17,12 @@ import shutil
 import zipfile
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-from ansible_collections.sglang.fleet.plugins.module_utils.files import atomic_file, file_sha256, write_atomic
+from ansible_collections.sglang.fleet.plugins.module_utils.files import (
+    atomic_file,
+    file_sha256,
+    read_bytes,
+    write_atomic,
+)
 
 REMOVE = "Remove a half-built or outdated environment"
 UV_LOCK = "Write the hash-locked uv requirement"
@@ -81,15 +86,6 @@ def remove_path(path):
         except OSError as exc:
             raise SglangFleetError(f"unlinking failed: {exc} ") from exc
     return True
-
-
-def read_bytes(path):
-    """The bytes of file `path`, None when there is none."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
 
 
 def file_differs(path, data, mode=0o644):

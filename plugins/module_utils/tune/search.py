@@ -484,7 +484,7 @@ def _out_of_time(state):
     for d in range(state["cursor"]["dimension"], len(state["space"])):
         dim = state["space"][d]
         for p, value in enumerate(dim["values"]):
-            if _key(value) != _key(state["configs"][state["best"]]["flags"][dim["flag"]]):
+            if not same_value(value, state["configs"][state["best"]]["flags"][dim["flag"]]):
                 _mark(state, _neighbour(state, dim, p, state["best"]), "not tried", "out of time")
     state["cursor"] = _cursor(state, len(state["space"]), state["settings"]["passes"], False)
 
@@ -927,7 +927,7 @@ def _changes(state, flags):
     """{flag: [incumbent's value, this value]} for each tuned flag that differs."""
     inc = state["incumbent"]
     return {d["flag"]: [inc[d["flag"]], flags[d["flag"]]] for d in state["space"]
-            if _key(flags[d["flag"]]) != _key(inc[d["flag"]])}
+            if not same_value(flags[d["flag"]], inc[d["flag"]])}
 
 
 def _changes_text(state, flags):
@@ -980,4 +980,10 @@ def _key(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-__all__ = ["DEFAULTS", "budget_plan", "measurement_cost", "next_step", "normalise_space", "plan", "record"]
+def same_value(a, b):
+    """Whether two values (or two sets of flags) are one to the tuning: the same spelling (_key), so 1 and
+    1.0 differ, as True and 1 do. The search and tune.yml's session (session.py) compare values by it."""
+    return _key(a) == _key(b)
+
+
+__all__ = ["DEFAULTS", "budget_plan", "measurement_cost", "next_step", "normalise_space", "plan", "record", "same_value"]

@@ -18,6 +18,7 @@ import json
 import re
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
+from ansible_collections.sglang.fleet.plugins.module_utils.tune.search import same_value
 
 
 class TuneError(SglangFleetError, ValueError):
@@ -116,7 +117,7 @@ def check_space(space, args, incumbent_flags, check):
             continue
         ok = []
         for value in values:
-            if flag in incumbent_flags and _same(value, incumbent_flags[flag]):
+            if flag in incumbent_flags and same_value(value, incumbent_flags[flag]):
                 ok.append(value)   # what the host runs now: it started
                 continue
             problems = check(candidate_args(args, incumbent_flags, {**incumbent_flags, flag: value}))
@@ -133,7 +134,7 @@ def candidate_args(args, incumbent_flags, flags):
     set to it (None unsets it)."""
     out = dict(args)
     for flag, value in flags.items():
-        if flag in incumbent_flags and _same(value, incumbent_flags[flag]):
+        if flag in incumbent_flags and same_value(value, incumbent_flags[flag]):
             continue
         if value is None:
             out.pop(flag, None)
@@ -247,13 +248,6 @@ def edit_args_block(text, changes, key="sglang_args"):
             lines.insert(last + 1, f"{indent}{flag}: {yaml_scalar(value)}\n")
             last += 1
     return "".join(lines)
-
-
-def _same(a, b):
-    """Equal values of one kind: 1 and 1.0 are the same number, True and 1 are not."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return a == b if isinstance(a, (int, float)) and isinstance(b, (int, float)) else type(a) is type(b) and a == b
 
 
 def _show(value):
