@@ -11,22 +11,26 @@ start-up. Nothing of sglang-fleet's reader (plugins/module_utils/source/) is imp
     .venv/bin/python scripts/sglang_oracle.py 0.5.11 ct129          # JSON on stdout
     .venv/bin/python scripts/sglang_oracle.py --write                # every release x profile
                                                                      #  -> tests/fixtures/oracle/
-What is real and what is not (the stubs; each one and why is listed in STUBS below and in each
-fixture): sglang's own modules run for real, except those whose import chain needs a GPU stack
-(models, layers, kernels...), which become permissive stub modules; torch is a minimal fake
-whose ``torch.cuda`` answers with the profile's GPU facts; ``nvidia-smi`` is a fake script on
-PATH answering the memory / compute-capability queries SGLang makes; transformers'
-``AutoConfig.from_pretrained`` reads the profile's config.json into a small PretrainedConfig
-stand-in. Every other third-party module (numpy, triton, psutil, ...) is a permissive stub.
+What is real and what is not (the stubs of the import sandbox, scripts/sglang_sandbox.py; each one
+and why is listed in STUBS below and in each fixture): sglang's own modules run for real, except
+those whose import chain needs a GPU stack (models, layers, kernels...), which become permissive
+stub modules; torch is a minimal fake whose ``torch.cuda`` answers with the profile's GPU facts;
+``nvidia-smi`` is a fake script on PATH answering the memory / compute-capability queries SGLang
+makes; transformers' ``AutoConfig.from_pretrained`` reads the profile's config.json into a small
+PretrainedConfig stand-in. Every other third-party module (numpy, triton, psutil, ...) is a
+permissive stub.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import pathlib
 import subprocess
 import sys
 import tempfile
+import traceback
+import types
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "oracle"
@@ -305,333 +309,173 @@ def main(argv=None) -> int:
 
 
 # ============================================================================ worker side
-# Runs under `python -S -s` (no site-packages but REAL_THIRD_PARTY): stdlib only until sglang.
+# Runs under `python -S -s` (no site-packages but REAL_THIRD_PARTY): stdlib only until sglang. The
+# import sandbox is scripts/sglang_sandbox.py (this script's folder is the worker's sys.path[0]).
 
 
-def _worker() -> int:   # noqa: C901, PLR0915 - one self-contained import sandbox
-    import builtins
-    import importlib
-    import importlib.abc
-    import importlib.machinery
-    import logging
-    import types
+def _worker() -> int:
+    import sglang_sandbox as sandbox  # noqa: PLC0415
 
     job = json.load(sys.stdin)
+    box = sandbox.Sandbox(job["sglang_parent"], real_sglang=job["real_sglang"],
+                          real_third_party=job["real_third_party"], names="classes",
+                          fakes={"torch": _fake_torch(job, sandbox.StubModule),
+                                 "transformers": _fake_transformers(sandbox.StubModule)})
+    box.install([job["sglang_parent"], job["msgspec_parent"], job["venv_site"]])
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    server_args = box.server_args()
+    ns = box.parser(server_args).parse_args(job["argv"])
+    try:
+        sa = server_args.ServerArgs.from_cli_args(ns)   # eras A/B: __post_init__ resolves
+        if hasattr(sa, "resolve_once"):                 # era C: construction is raw; the launcher resolves
+            sa.resolve_once()
+    except (ValueError, AssertionError, RuntimeError, NotImplementedError) as exc:
+        result = _startup_error(exc, box)
+    else:
+        result = {"resolved": _resolved(sa, job["fields"]),
+                  "stubbed_sglang_modules": box.stubbed_sglang_modules()}
+    print("ORACLE-RESULT " + json.dumps(result))
+    return 0
+
+
+def _fake_torch(job, stub_module):
+    """The fake torch: only what SGLang's hardware probes read, answered with the profile's GPUs."""
     gpu, count, cc = job["gpu_model"], job["gpu_count"], job["gpu"]["cc"]
     major, minor = (int(x) for x in cc.split("."))
     mem_bytes = job["gpu"]["memory_mib"] * 1024 * 1024
-    touched: set = set()
+    props = types.SimpleNamespace(name=gpu, major=major, minor=minor, total_memory=mem_bytes,
+                                  multi_processor_count={"8.6": 84, "9.0": 132, "10.0": 148}.get(cc, 100))
 
-    class _Base:
-        def __init_subclass__(cls, **kw):
-            pass
-
-        def __init__(self, *a, **kw):
-            pass
-
-    class _Any:
-        """Permissive stand-in: any attribute, call, index or base-class use works; falsy."""
-
-        def __init__(self, name="stub"):
-            object.__setattr__(self, "_name", name)
-
-        def __getattr__(self, attr):
-            if attr in ("__name__", "__qualname__"):
-                return self._name.rsplit(".", 1)[-1]
-            if attr.startswith("__") and attr not in ("__func__",):
-                raise AttributeError(attr)
-            return _Any(f"{self._name}.{attr}")
-
-        def __call__(self, *a, **kw):
-            if len(a) == 1 and callable(a[0]) and not kw:
-                return a[0]   # used as a decorator
-            return _Any(f"{self._name}()")
-
-        def __getitem__(self, key):
-            return _Any(f"{self._name}[]")
-
-        def __setitem__(self, key, value):
-            pass
-
-        def __contains__(self, item):
-            return False
-
-        def __iter__(self):
-            return iter(())
-
-        def __mro_entries__(self, bases):
-            return (_Base,)
-
-        def __or__(self, other):
-            return self
-
-        __ror__ = __and__ = __rand__ = __or__
-
-        def _arith(self, *other):
-            return _Any(f"{self._name}<op>")
-
-        __neg__ = __pos__ = __abs__ = __invert__ = _arith
-        __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
-        __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = _arith
-        __mod__ = __rmod__ = __matmul__ = _arith
-
-        def __bool__(self):
-            return False
-
-        def __len__(self):
-            return 0
-
-        def __int__(self):
-            return 0
-
-        def __float__(self):
-            return 0.0
-
-        def __lt__(self, other):
-            return False
-
-        __gt__ = __le__ = __ge__ = __lt__
-
-        def __hash__(self):
-            return id(self)
-
-        def __eq__(self, other):
-            return self is other
-
-        def __str__(self):
-            return self._name
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    class _StubMeta(type):
-        def __getattr__(cls, attr):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            return _Any(f"{cls.__name__}.{attr}")
-
-        def __iter__(cls):   # used as an Enum: no members
-            return iter(())
-
-        def __len__(cls):
-            return 0
-
-        def __contains__(cls, item):
-            return False
-
-        def __getitem__(cls, key):
-            return _Any(f"{cls.__name__}[]")
-
-    class _StubClass(_Base, metaclass=_StubMeta):
-        """A stubbed class (CamelCase name): isinstance() works (False), subclassing works."""
-
-        def __getattr__(self, attr):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            return _Any(f"{type(self).__name__}().{attr}")
-
-    class _StubModule(types.ModuleType):
-        ABSENT = ("npu", "hpu", "musa", "mlu", "xpu", "mps")   # torch back-ends probed with hasattr
-
-        def __init__(self, name):
-            super().__init__(name)
-            self.__path__ = []
-            self.__file__ = f"<stub {name}>"
-            self.__version__ = "0.0.0"
-            self.__all__ = []
-
-        def __getattr__(self, attr):
-            if (attr.startswith("__") and attr.endswith("__")) or attr in self.ABSENT:
-                raise AttributeError(attr)
-            if self.__name__.startswith("sglang"):
-                touched.add(f"{self.__name__}.{attr}")
-            if attr[:1].isupper() and not attr.isupper():   # a class: isinstance() must work
-                value = _StubMeta(attr, (_StubClass,), {"__module__": self.__name__})
-            else:
-                value = _Any(f"{self.__name__}.{attr}")
-            setattr(self, attr, value)
-            return value
-
-    # ---- fake torch: only what SGLang's hardware probes read
-    _Props = types.SimpleNamespace(name=gpu, major=major, minor=minor, total_memory=mem_bytes,
-                                   multi_processor_count={"8.6": 84, "9.0": 132, "10.0": 148}.get(cc, 100))
-
-    def _torch(mod):
-        cuda = _StubModule("torch.cuda")
+    def fill(mod):
+        cuda = stub_module("torch.cuda")
         cuda.is_available = lambda: True
         cuda.device_count = lambda: count
         cuda.current_device = lambda: 0
         cuda.get_device_capability = lambda device=None: (major, minor)
         cuda.get_device_name = lambda device=None: gpu
-        cuda.get_device_properties = lambda device=None: _Props
+        cuda.get_device_properties = lambda device=None: props
         cuda.mem_get_info = lambda device=None: (mem_bytes, mem_bytes)
-        version = _StubModule("torch.version")
+        version = stub_module("torch.version")
         version.cuda, version.hip, version.git_version = "12.9", None, "0" * 40
         mod.cuda, mod.version, mod.__version__ = cuda, version, "2.9.1+cu129"
         sys.modules["torch.cuda"], sys.modules["torch.version"] = cuda, version
 
-    # ---- fake transformers config loading
-    class PretrainedConfig:
-        """The attributes of a config.json; nested *_config dicts are configs too."""
+    return fill
 
-        def __init__(self, **kw):
-            for key, value in kw.items():
-                if key.endswith("_config") and isinstance(value, dict) and key not in (
-                        "quantization_config", "rope_scaling"):
-                    value = PretrainedConfig(**value)
-                setattr(self, key, value)
-            self.__dict__.setdefault("architectures", None)
-            self.__dict__.setdefault("model_type", "")
 
-        def to_dict(self):
-            return {k: (v.to_dict() if isinstance(v, PretrainedConfig) else v)
-                    for k, v in self.__dict__.items()}
+class PretrainedConfig:
+    """The fake transformers' config: the attributes of a config.json; nested *_config dicts are configs too."""
 
-        def to_diff_dict(self):
-            return self.to_dict()
+    def __init__(self, **kw):
+        for key, value in kw.items():
+            if key.endswith("_config") and isinstance(value, dict) and key not in (
+                    "quantization_config", "rope_scaling"):
+                value = PretrainedConfig(**value)
+            setattr(self, key, value)
+        self.__dict__.setdefault("architectures", None)
+        self.__dict__.setdefault("model_type", "")
 
-        def get_text_config(self, decoder=False, **kw):
-            return getattr(self, "text_config", None) or self
+    def to_dict(self):
+        return {k: (v.to_dict() if isinstance(v, PretrainedConfig) else v)
+                for k, v in self.__dict__.items()}
 
-        def update(self, d):
-            self.__dict__.update(d)
+    def to_diff_dict(self):
+        return self.to_dict()
 
-        @classmethod
-        def from_dict(cls, d, **kw):
-            return cls(**d)
+    def get_text_config(self, decoder=False, **kw):
+        return getattr(self, "text_config", None) or self
 
-        @classmethod
-        def get_config_dict(cls, path, **kw):
-            return json.loads((pathlib.Path(path) / "config.json").read_text()), kw
+    def update(self, d):
+        self.__dict__.update(d)
 
-        @classmethod
-        def from_pretrained(cls, path, **kw):
-            return cls(**cls.get_config_dict(path)[0], _name_or_path=str(path))
+    @classmethod
+    def from_dict(cls, d, **kw):
+        return cls(**d)
 
-    class AutoConfig:
-        from_pretrained = PretrainedConfig.from_pretrained
+    @classmethod
+    def get_config_dict(cls, path, **kw):
+        return json.loads((pathlib.Path(path) / "config.json").read_text()), kw
 
-        @staticmethod
-        def register(*a, **kw):   # sglang registers its own config classes at import
-            pass
+    @classmethod
+    def from_pretrained(cls, path, **kw):
+        return cls(**cls.get_config_dict(path)[0], _name_or_path=str(path))
 
-    def cached_file(path_or_repo, filename, **kw):
-        """transformers.utils.cached_file on a local folder: the file, or None when absent."""
-        path = pathlib.Path(path_or_repo, filename)
-        if path.is_file():
-            return str(path)
-        if kw.get("_raise_exceptions_for_missing_entries", True):
-            raise OSError(f"{path_or_repo} does not appear to have a file named {filename}")
-        return None
 
-    def _transformers(mod):
+class AutoConfig:
+    from_pretrained = PretrainedConfig.from_pretrained
+
+    @staticmethod
+    def register(*a, **kw):   # sglang registers its own config classes at import
+        pass
+
+
+def cached_file(path_or_repo, filename, **kw):
+    """transformers.utils.cached_file on a local folder: the file, or None when absent."""
+    path = pathlib.Path(path_or_repo, filename)
+    if path.is_file():
+        return str(path)
+    if kw.get("_raise_exceptions_for_missing_entries", True):
+        raise OSError(f"{path_or_repo} does not appear to have a file named {filename}")
+    return None
+
+
+def _fake_transformers(stub_module):
+    """The fake transformers: its config loading reads the profile's config.json."""
+
+    def fill(mod):
         mod.PretrainedConfig, mod.AutoConfig, mod.__version__ = PretrainedConfig, AutoConfig, "4.57.1"
         for sub, attrs in (("configuration_utils", {"PretrainedConfig": PretrainedConfig}),
                            ("utils", {"cached_file": cached_file}),
                            ("utils.hub", {"cached_file": cached_file})):
-            m = _StubModule(f"transformers.{sub}")
+            m = stub_module(f"transformers.{sub}")
             for k, v in attrs.items():
                 setattr(m, k, v)
             sys.modules[m.__name__] = m
             if "." not in sub:
                 setattr(mod, sub, m)
 
-    SPECIAL = {"torch": _torch, "transformers": _transformers}
+    return fill
 
-    class _StubLoader(importlib.abc.Loader):
-        def create_module(self, spec):
-            module = _StubModule(spec.name)
-            if spec.submodule_search_locations:
-                module.__path__ = list(spec.submodule_search_locations)
-            if spec.name in SPECIAL:
-                SPECIAL[spec.name](module)
-            return module
 
-        def exec_module(self, module):
-            pass
+def _startup_error(exc, box) -> dict:
+    """SGLang refuses these settings at start-up (the server would exit): which rule, where it raised."""
+    stubbed = box.stubbed_sglang_modules()
+    if any(m + "." in str(exc) for m in stubbed) or "<op>" in str(exc):
+        raise exc   # a stub's value reached the message: an oracle failure, not SGLang's verdict
+    # Where it raised (the innermost frame in sglang's own source) says which rule.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
+    where = frames[-1] if frames else None
+    return {"resolved": None, "startup_error": {
+        "type": type(exc).__name__, "message": str(exc)[:500],
+        "file": where.filename.split("/sglang/", 1)[-1] if where else None,
+        "line": where.lineno if where else None},
+        "stubbed_sglang_modules": stubbed}
 
-    root = job["sglang_parent"]
-    real = tuple(job["real_sglang"])
-    real_tp = tuple(job["real_third_party"])
-    path_finder = importlib.machinery.PathFinder
 
-    class _Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
-            top = fullname.split(".")[0]
-            if top in sys.stdlib_module_names or top in real_tp:
-                return None
-            if fullname.startswith("sglang") and any(
-                    fullname == r.removesuffix(".*") or (r.endswith(".*") and fullname.startswith(r[:-1]))
-                    for r in real):
-                return None
-            if top == "sglang":   # a bare package (its __init__ does not run) or a stub module
-                spec = importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
-                folder = pathlib.Path(root, *fullname.split("."))
-                spec.submodule_search_locations = [str(folder)] if folder.is_dir() else []
-                return spec
-            return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
+def _plain(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if hasattr(v, "value") and isinstance(v.value, (str, int)):
+        return v.value   # an Enum
+    return f"<{type(v).__name__}>"
 
-    sys.path[:0] = [root, job["msgspec_parent"], job["venv_site"]]
-    sys.meta_path.insert(0, _Finder())
-    del path_finder, builtins
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
-    server_args = importlib.import_module("sglang.srt.server_args")
-    ServerArgs = server_args.ServerArgs
-    if isinstance(ServerArgs, _Any):
-        raise SystemExit("sglang.srt.server_args was stubbed")
-    parser = argparse.ArgumentParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
-    ns = parser.parse_args(job["argv"])
-    try:
-        sa = ServerArgs.from_cli_args(ns)   # eras A/B: __post_init__ resolves
-        if hasattr(sa, "resolve_once"):     # era C: construction is raw; the launcher resolves
-            sa.resolve_once()
-    except (ValueError, AssertionError, RuntimeError, NotImplementedError) as exc:
-        stubbed = sorted({t.rsplit(".", 1)[0] for t in touched})
-        if any(m + "." in str(exc) for m in stubbed) or "<op>" in str(exc):
-            raise   # a stub's value reached the message: an oracle failure, not SGLang's verdict
-        # SGLang refuses these settings at start-up: the server would exit. Where it raised
-        # (the innermost frame in sglang's own source) says which rule.
-        import traceback
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
-        where = frames[-1] if frames else None
-        print("ORACLE-RESULT " + json.dumps({"resolved": None, "startup_error": {
-            "type": type(exc).__name__, "message": str(exc)[:500],
-            "file": where.filename.split("/sglang/", 1)[-1] if where else None,
-            "line": where.lineno if where else None},
-            "stubbed_sglang_modules": sorted({t.rsplit(".", 1)[0] for t in touched})}))
-        return 0
-
-    def plain(v):
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return v
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        if isinstance(v, dict):
-            return {str(k): plain(x) for k, x in v.items()}
-        if hasattr(v, "value") and isinstance(v.value, (str, int)):
-            return v.value   # an Enum
-        return f"<{type(v).__name__}>"
-
-    # What /server_info shows: resolved_dict() from 0.5.19, dataclasses.asdict before.
+def _resolved(sa, fields) -> dict:
+    """The resolved fields as /server_info shows them: resolved_dict() from 0.5.19, dataclasses.asdict before."""
     shown = sa.resolved_dict() if hasattr(sa, "resolved_dict") else {
-        name: getattr(sa, name) for name in job["fields"] if hasattr(sa, name)}
-    resolved = {name: plain(shown[name]) for name in job["fields"] if name in shown}
+        name: getattr(sa, name) for name in fields if hasattr(sa, name)}
+    resolved = {name: _plain(shown[name]) for name in fields if name in shown}
     cgc = shown.get("cuda_graph_config", getattr(sa, "cuda_graph_config", None))
     if cgc is not None:   # eras B/C: the per-phase CUDA graph config the runners use
         for phase in ("decode", "prefill"):
             ph = cgc.get(phase) if isinstance(cgc, dict) else getattr(cgc, phase, None)
             backend = ph.get("backend") if isinstance(ph, dict) else getattr(ph, "backend", None)
-            resolved[f"cuda_graph_config.{phase}.backend"] = plain(backend)
-    print("ORACLE-RESULT " + json.dumps({
-        "resolved": resolved,
-        "stubbed_sglang_modules": sorted({t.rsplit(".", 1)[0] for t in touched}),
-    }))
-    return 0
+            resolved[f"cuda_graph_config.{phase}.backend"] = _plain(backend)
+    return resolved
 
 
 if __name__ == "__main__":

@@ -86,6 +86,20 @@ def test_no_module_imports_another_modules_private_name():
     assert not found, "make these names public:\n" + "\n".join(found)
 
 
+def test_sglang_code_runs_in_the_one_import_sandbox():
+    """SGLang's own server_args.py with stubbed dependencies (the import sandbox) is scripts/sglang_sandbox.py's:
+    the tests' real parser, the sweep's and the oracle's resolution are each a Sandbox, none a finder of its own."""
+    import_machinery = [f"{rel(path)}:{node.lineno} class {node.name}"
+                        for path in python_files("plugins", "scripts", "tests", "lab", "bench", "sglang_fleet")
+                        for node in ast.walk(ast.parse(path.read_text()))
+                        if isinstance(node, ast.ClassDef)
+                        and any(ast.unparse(b).endswith(("MetaPathFinder", "Loader")) for b in node.bases)]
+    assert {line.split(":")[0] for line in import_machinery} == {"scripts/sglang_sandbox.py"}, import_machinery
+    for caller in ("tests/source/real_parser_dump.py", "scripts/release_sweep_real_parser.py", "scripts/sglang_oracle.py"):
+        text = (REPO / caller).read_text()
+        assert "import sglang_sandbox" in text and re.search(r"sandbox\.Sandbox\(", text), caller
+
+
 # Shared module options (doc fragments, plugins/doc_fragments/): a module declares api_key, timeout or
 # host itself only where the option means something else than the fragment's, for the reason given.
 SHARED_OPTIONS = ("api_key", "timeout", "host")

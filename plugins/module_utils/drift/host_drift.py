@@ -118,13 +118,46 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
     argv is then compared as typed). ``desired``: {host, version, venv, entrypoint, args,
     service}. ``observed``: what ``observe`` read (see there).
     """
-    host = desired.get("host") or "HOST"
-    deploy = f"run deploy.yml -l {host}"
-    service = desired.get("service", "sglang")
-    items = []
+    host = _Host(src, desired)
+    items = _installed_items(host, observed.get("installed") or {})
+    items += _model_items(host, observed.get("model") or [])
+    svc = observed.get("service") or {}
+    if not svc.get("installed"):
+        items.append(_item("service installed", True, False, f"{host.deploy} (installs and starts {host.service})"))
+        return items
+    items += _service_items(host, svc)
+    want_argv = desired["argv"]
+    if src is not None:
+        host.want, err = _normalise(src, want_argv, "the inventory's")
+        if err:
+            items.append(_item("desired argv", "valid", err, "fix sglang_args in the inventory"))
+    items += _launch_items(host, observed.get("running"), observed.get("unit") or {})
+    items += _resolved_items(host, observed.get("server"), svc, {i["what"] for i in items})
+    return items
 
-    # (d) the installed release, the marker, current
-    inst = observed.get("installed") or {}
+
+class _Host:
+    """What each comparison of one host needs: the release, the desired state, the fix's command."""
+
+    def __init__(self, src, desired: dict):
+        self.src = src
+        self.desired = desired
+        self.deploy = f"run deploy.yml -l {desired.get('host') or 'HOST'}"
+        self.service = desired.get("service", "sglang")
+        self.want = None   # the inventory's settings, normalised (None: no release to read them with)
+
+    def settings(self, launch: dict, whose: str):
+        """(settings, error) of a launch's SGLang argv, normalised with the installed release;
+        (None, None) without one."""
+        if self.src is None:
+            return None, None
+        return _normalise(self.src, launch["sglang_argv"], whose)
+
+
+def _installed_items(host: _Host, inst: dict) -> list[dict]:
+    """The installed release, the ml_env marker, ``current``."""
+    desired, deploy = host.desired, host.deploy
+    items = []
     if inst.get("error"):
         items.append(_item("sglang installed", desired["version"], None, f"{deploy} (builds {desired['venv']})"))
     elif inst.get("version") != desired["version"]:
@@ -141,106 +174,106 @@ def compare(src, desired: dict, observed: dict) -> list[dict]:
     current = inst.get("current")
     if current is not None and current != desired["venv"]:
         items.append(_item("ml_env current", desired["venv"], current, deploy))
+    return items
 
-    # (m) the staged model revision: its files against the marker written when they were checked
-    model = desired.get("model") or {}
-    for problem in observed.get("model") or []:
+
+def _model_items(host: _Host, problems: list) -> list[dict]:
+    """The staged model revision: its files against the marker written when they were checked."""
+    model = host.desired.get("model") or {}
+    items = []
+    for problem in problems:
         desired_, actual = problem.get("expected"), problem.get("actual")
         if problem.get("problem") == "modified":
             desired_, actual = "as checked when staged", "modified since (same size, another mtime)"
         elif problem.get("problem") == "size":
             desired_, actual = f"{desired_} bytes", f"{actual} bytes"
         items.append(_item(f"model file {problem['path'] or model.get('path')}", desired_, actual,
-                           f"{deploy} (its staging sends the file again; -e sglang_model_verify=deep checks "
+                           f"{host.deploy} (its staging sends the file again; -e sglang_model_verify=deep checks "
                            "every file by sha256)"))
+    return items
 
-    # (a) the service
-    svc = observed.get("service") or {}
-    if not svc.get("installed"):
-        items.append(_item("service installed", True, False, f"{deploy} (installs and starts {service})"))
-        return items
+
+def _service_items(host: _Host, svc: dict) -> list[dict]:
+    """The installed service: enabled, active."""
+    items = []
     if svc.get("unit_file_state") != "enabled":
-        items.append(_item("service enabled", "enabled", svc.get("unit_file_state") or "unknown", deploy))
+        items.append(_item("service enabled", "enabled", svc.get("unit_file_state") or "unknown", host.deploy))
     if svc.get("active_state") != "active":
         items.append(_item("service active", "active", svc.get("active_state") or "unknown",
-                           f"{deploy} (starts it); if it keeps stopping: journalctl -u {service}"))
+                           f"{host.deploy} (starts it); if it keeps stopping: journalctl -u {host.service}"))
+    return items
 
-    want_argv = desired["argv"]
-    want = None
-    if src is not None:
-        want, err = _normalise(src, want_argv, "the inventory's")
-        if err:
-            items.append(_item("desired argv", "valid", err, "fix sglang_args in the inventory"))
-    unit = observed.get("unit") or {}
-    running = observed.get("running")
 
-    def launch_items(label, got):
-        out = []
-        if got.get("venv") != desired["venv"]:
-            out.append(_item(f"{label} venv", desired["venv"], got.get("venv") or got.get("python"),
-                             f"{deploy} (restarts it on sglang {desired['version']})"))
-        if got.get("entrypoint") != desired["entrypoint"]:
-            out.append(_item(f"{label} entrypoint", desired["entrypoint"], got.get("entrypoint"), deploy))
-        return out
-
-    def settings_of(got, whose):
-        if src is None:
-            return None, None
-        return _normalise(src, got["sglang_argv"], whose)
-
-    def against_inventory(label, got, whose, key_prefix):
-        """Drift items of one launch (running process or unit) against the inventory, and its settings."""
-        found = launch_items(label, got)
-        settings, err = settings_of(got, whose)
-        if err:
-            found.append(_item(f"{label} argv", "parses", err, deploy))
-        elif want is not None:
-            found += [_item(key_prefix + key, d, a, deploy) for key, d, a in diff_settings(want, settings)]
-        return found, settings
-
-    # (b) the running process (or, when nothing runs, what the unit would start)
+def _launch_items(host: _Host, running, unit: dict) -> list[dict]:
+    """The running process against the inventory, and the unit on disk against the running process
+    (or, when nothing runs, what the unit would start against the inventory)."""
     if running:
-        found, have = against_inventory("running", running, "the running", "")
-        items += found
-        # (c) the unit on disk against the running process
+        items, have = _against_inventory(host, "running", running, "the running", "")
         if unit.get("argv") is not None:
-            ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
-            pending = [(k, ulaunch[k], running[k]) for k in ("python", "launcher", "entrypoint")
-                       if ulaunch[k] != running[k]]
-            uset, uerr = settings_of(ulaunch, "the unit's")
-            if uerr:
-                pending.append(("argv", uerr, "parses"))
-            elif have is not None and uset is not None:
-                pending += diff_settings(uset, have)
-            elif ulaunch["sglang_argv"] != running["sglang_argv"]:
-                pending.append(("argv", " ".join(redact_argv(ulaunch["sglang_argv"])),
-                                " ".join(redact_argv(running["sglang_argv"]))))
-            if pending:
-                items.append(_item("pending restart (the unit on disk differs from the running process)",
-                                   "; ".join(f"{k} {display_value(u)} (unit)" for k, u, _ in pending),
-                                   "; ".join(f"{k} {display_value(r)} (running)" for k, _, r in pending),
-                                   f"{deploy} (renders the inventory's unit and restarts {service})"))
-    elif unit.get("argv") is not None:
-        ulaunch = split_launch(unit["argv"], desired.get("launcher", ""))
-        items += against_inventory("unit", ulaunch, "the unit's", "unit ")[0]
+            items += _pending_restart(host, unit["argv"], running, have)
+        return items
+    if unit.get("argv") is not None:
+        ulaunch = split_launch(unit["argv"], host.desired.get("launcher", ""))
+        return _against_inventory(host, "unit", ulaunch, "the unit's", "unit ")[0]
+    return []
 
-    # (e) what the server resolved, for the keys the host sets and the running argv agrees on
-    server = observed.get("server")
-    if server and want is not None:
-        if server.get("error"):
-            if svc.get("active_state") == "active":
-                items.append(_item("server", "answers /server_info", server["error"],
-                                   f"journalctl -u {service}; then {deploy}"))
-        else:
-            resolved = server.get("resolved") or {}
-            differs = {i["what"] for i in items}
-            for key in sorted(want):
-                if key in SECRET_FIELDS or key in differs or key not in resolved:
-                    continue
-                if not same_value(want[key], resolved[key]):
-                    items.append(_item(f"resolved {key}", want[key], resolved[key],
-                                       f"SGLang changed it at start-up: read journalctl -u {service}; "
-                                       "audit.yml says why"))
+
+def _against_inventory(host: _Host, label, got, whose, key_prefix):
+    """Drift items of one launch (running process or unit) against the inventory, and its settings."""
+    desired = host.desired
+    found = []
+    if got.get("venv") != desired["venv"]:
+        found.append(_item(f"{label} venv", desired["venv"], got.get("venv") or got.get("python"),
+                           f"{host.deploy} (restarts it on sglang {desired['version']})"))
+    if got.get("entrypoint") != desired["entrypoint"]:
+        found.append(_item(f"{label} entrypoint", desired["entrypoint"], got.get("entrypoint"), host.deploy))
+    settings, err = host.settings(got, whose)
+    if err:
+        found.append(_item(f"{label} argv", "parses", err, host.deploy))
+    elif host.want is not None:
+        found += [_item(key_prefix + key, d, a, host.deploy) for key, d, a in diff_settings(host.want, settings)]
+    return found, settings
+
+
+def _pending_restart(host: _Host, unit_argv, running: dict, have) -> list[dict]:
+    """The unit on disk against the running process: edited but not restarted."""
+    ulaunch = split_launch(unit_argv, host.desired.get("launcher", ""))
+    pending = [(k, ulaunch[k], running[k]) for k in ("python", "launcher", "entrypoint")
+               if ulaunch[k] != running[k]]
+    uset, uerr = host.settings(ulaunch, "the unit's")
+    if uerr:
+        pending.append(("argv", uerr, "parses"))
+    elif have is not None and uset is not None:
+        pending += diff_settings(uset, have)
+    elif ulaunch["sglang_argv"] != running["sglang_argv"]:
+        pending.append(("argv", " ".join(redact_argv(ulaunch["sglang_argv"])),
+                        " ".join(redact_argv(running["sglang_argv"]))))
+    if not pending:
+        return []
+    return [_item("pending restart (the unit on disk differs from the running process)",
+                  "; ".join(f"{k} {display_value(u)} (unit)" for k, u, _ in pending),
+                  "; ".join(f"{k} {display_value(r)} (running)" for k, _, r in pending),
+                  f"{host.deploy} (renders the inventory's unit and restarts {host.service})")]
+
+
+def _resolved_items(host: _Host, server, svc: dict, differs: set) -> list[dict]:
+    """What the server resolved, for the keys the host sets and the running argv agrees on."""
+    if not server or host.want is None:
+        return []
+    if server.get("error"):
+        if svc.get("active_state") == "active":
+            return [_item("server", "answers /server_info", server["error"],
+                          f"journalctl -u {host.service}; then {host.deploy}")]
+        return []
+    resolved = server.get("resolved") or {}
+    items = []
+    for key in sorted(host.want):
+        if key in SECRET_FIELDS or key in differs or key not in resolved:
+            continue
+        if not same_value(host.want[key], resolved[key]):
+            items.append(_item(f"resolved {key}", host.want[key], resolved[key],
+                               f"SGLang changed it at start-up: read journalctl -u {host.service}; "
+                               "audit.yml says why"))
     return items
 
 

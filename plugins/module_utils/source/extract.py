@@ -244,35 +244,17 @@ class Extractor:
         return out
 
     def _field_flag(self, name: str, mod: Module, st: ast.AnnAssign) -> Flag | None:
-        ann = st.annotation
-        if not (isinstance(ann, ast.Subscript) and _last_name(ann.value) in ("A", "Annotated")):
+        """The flag of one annotated field (``Annotated[type, Arg(...)]`` or a help string), else None."""
+        found = self._field_meta(st.annotation, mod)
+        if found is None:
             return None
-        elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-        raw, meta = elts[0], None
-        for e in elts[1:]:
-            if isinstance(e, ast.Call) and callee(e) == "Arg":
-                meta = {k.arg: k.value for k in e.keywords if k.arg}
-                if e.args:  # positional help
-                    meta.setdefault("help", e.args[0])
-                break
-            if isinstance(e, ast.Call):
-                continue  # NS(...), Derived(...)
-            try:
-                val = self.tree.eval(e, mod)
-            except Unresolved:
-                continue
-            if isinstance(val, str):
-                meta = {"help": e}
-                break
-        if meta is None:
-            return None
+        raw, meta = found
         if "no_cli" in meta and self._safe(meta["no_cli"], None, mod) is True:
             return None
         cli = self._safe(meta["cli_name"], None, mod) if "cli_name" in meta else None
         cli = cli or "--" + name.replace("_", "-")
         aliases = self._safe(meta["aliases"], None, mod) if "aliases" in meta else None
-        names = [cli] + list(aliases or [])
-        f = Flag(option_strings=names, dest=name, file=mod.rel, line=st.lineno)
+        f = Flag(option_strings=[cli] + list(aliases or []), dest=name, file=mod.rel, line=st.lineno)
         if st.value is not None:
             try:
                 f.default = py_value(self.tree.eval(st.value, mod))
@@ -281,76 +263,106 @@ class Extractor:
         missing = st.value is None
         h = self._safe(meta["help"], None, mod) if "help" in meta else ""
         f.help = h if isinstance(h, str) else None
-
-        def set_choices(node):
-            try:
-                f.choices = list(py_value(self.tree.eval(node, mod)))
-            except (Unresolved, TypeError):
-                f.choices = Runtime(mod.seg(node))
-
         if "action" in meta:
-            act = meta["action"]
-            f.action = act.value if isinstance(act, ast.Constant) else _last_name(act)
-            if "action_kwargs" in meta:
-                ak = meta["action_kwargs"]
-                if isinstance(ak, ast.Dict):
-                    for k, v in zip(ak.keys, ak.values):
-                        key = self._safe(k, None, mod)
-                        if key == "choices":
-                            set_choices(v)
-                        elif key == "nargs":
-                            f.nargs = self._safe(v, None, mod)
-                        elif key == "type":
-                            f.type = _last_name(v)
-                        elif key == "const":
-                            f.const = self._safe(v, None, mod)
-                        elif key == "default":
-                            f.default = self._safe(v, None, mod)
-                        elif key == "new_flag":
-                            f.deprecated_alias_of = self._safe(v, None, mod)
-            if f.action == "BooleanOptionalAction":
-                f.option_strings = _with_no_forms(names)
-            if f.nargs is None:
-                f.nargs = _implicit_nargs(f.action)
-            if missing and f.default is None and f.action == "store_true":
-                f.default = False
-            return f
+            return self._field_action(f, meta, mod, missing)
+        return self._field_typed(f, raw, meta, mod, missing)
+
+    def _field_meta(self, ann, mod: Module):
+        """(the annotated type, {Arg keyword: node}) of ``Annotated[...]``; a help string alone is {"help": node}."""
+        if not (isinstance(ann, ast.Subscript) and _last_name(ann.value) in ("A", "Annotated")):
+            return None
+        elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        for e in elts[1:]:
+            if isinstance(e, ast.Call) and callee(e) == "Arg":
+                meta = {k.arg: k.value for k in e.keywords if k.arg}
+                if e.args:  # positional help
+                    meta.setdefault("help", e.args[0])
+                return elts[0], meta
+            if isinstance(e, ast.Call):
+                continue  # NS(...), Derived(...)
+            try:
+                val = self.tree.eval(e, mod)
+            except Unresolved:
+                continue
+            if isinstance(val, str):
+                return elts[0], {"help": e}
+        return None
+
+    def _set_choices(self, f: Flag, node, mod: Module):
+        try:
+            f.choices = list(py_value(self.tree.eval(node, mod)))
+        except (Unresolved, TypeError):
+            f.choices = Runtime(mod.seg(node))
+
+    def _field_action(self, f: Flag, meta: dict, mod: Module, missing: bool) -> Flag:
+        """A field with an explicit ``action=`` (and its ``action_kwargs``)."""
+        act = meta["action"]
+        f.action = act.value if isinstance(act, ast.Constant) else _last_name(act)
+        if "action_kwargs" in meta and isinstance(meta["action_kwargs"], ast.Dict):
+            self._apply_action_kwargs(f, meta["action_kwargs"], mod)
+        if f.action == "BooleanOptionalAction":
+            f.option_strings = _with_no_forms(f.option_strings)
+        if f.nargs is None:
+            f.nargs = _implicit_nargs(f.action)
+        if missing and f.default is None and f.action == "store_true":
+            f.default = False
+        return f
+
+    def _apply_action_kwargs(self, f: Flag, ak: ast.Dict, mod: Module):
+        for k, v in zip(ak.keys, ak.values):
+            key = self._safe(k, None, mod)
+            if key == "choices":
+                self._set_choices(f, v, mod)
+            elif key == "nargs":
+                f.nargs = self._safe(v, None, mod)
+            elif key == "type":
+                f.type = _last_name(v)
+            elif key == "const":
+                f.const = self._safe(v, None, mod)
+            elif key == "default":
+                f.default = self._safe(v, None, mod)
+            elif key == "new_flag":
+                f.deprecated_alias_of = self._safe(v, None, mod)
+
+    def _field_typed(self, f: Flag, raw, meta: dict, mod: Module, missing: bool) -> Flag:
+        """A field whose type says the flag's form: a Literal (choices), a list (nargs), a bool (store_true)."""
         inner, _opt = _unwrap_optional(raw)
         type_parser = _last_name(meta["type_parser"]) if "type_parser" in meta else None
         lit = _literal_values(inner, self.tree, mod)
         if lit is not None:
             if "choices" in meta:
-                set_choices(meta["choices"])
+                self._set_choices(f, meta["choices"], mod)
             else:
                 f.choices = lit
             f.type = type_parser or _infer_type(type(lit[0]).__name__ if lit else "str")
-            if "const" in meta:
-                f.const = self._safe(meta["const"], None, mod)
-            return f
-        if _is_list(inner) and type_parser is None:
-            elem = _list_elem(inner)
-            f.type = _infer_type(elem)
+        elif _is_list(inner) and type_parser is None:
+            f.type = _infer_type(_list_elem(inner))
             f.nargs = self._safe(meta["nargs"], None, mod) if "nargs" in meta else "+"
             if "choices" in meta:
-                set_choices(meta["choices"])
-            if "const" in meta:
-                f.const = self._safe(meta["const"], None, mod)
-            return f
-        if _last_name(inner) == "bool":
+                self._set_choices(f, meta["choices"], mod)
+        elif _last_name(inner) == "bool":
             f.action = "store_true"
             f.nargs = 0
             if missing:
                 f.default = False
             return f
+        else:
+            return self._field_plain(f, inner, type_parser, meta, mod, missing)
+        if "const" in meta:
+            f.const = self._safe(meta["const"], None, mod)
+        return f
+
+    def _field_plain(self, f: Flag, inner, type_parser, meta: dict, mod: Module, missing: bool) -> Flag:
+        """Any other type: its name (or type_parser) is the argparse type; required when it has no default."""
         f.type = type_parser or _infer_type(_last_name(inner))
         if "choices" in meta:
-            set_choices(meta["choices"])
+            self._set_choices(f, meta["choices"], mod)
         if "nargs" in meta:
             f.nargs = self._safe(meta["nargs"], None, mod)
         if "const" in meta:
             f.const = self._safe(meta["const"], None, mod)
         req = self._safe(meta["required"], None, mod) if "required" in meta else None
-        if (req is True or (req is None and missing)) and any(n.startswith("-") for n in names):
+        if (req is True or (req is None and missing)) and any(n.startswith("-") for n in f.option_strings):
             f.required = True
         return f
 

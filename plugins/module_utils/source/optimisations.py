@@ -131,15 +131,15 @@ OPTIMISATIONS: tuple = (
                  ("disable_piecewise_cuda_graph", "enforce_piecewise_cuda_graph", "enable_piecewise_cuda_graph",
                   "cuda_graph_backend_prefill", "cuda_graph_config"), _read_prefill_graph,
                  aliases=("prefill_cuda_graph",)),
-    Optimisation("cuda_graph", "decode CUDA graph", "decode graph", "predict", "bool",
+    Optimisation("cuda_graph", "decode CUDA graph", "decode graph", "_decode_graph", "bool",
                  ("cuda_graph_backend_decode", "disable_cuda_graph", "cuda_graph_config"), _read_decode_graph),
-    Optimisation("custom_all_reduce", "custom all-reduce", "custom AR", "predict", "bool",
+    Optimisation("custom_all_reduce", "custom all-reduce", "custom AR", "_custom_all_reduce", "bool",
                  ("disable_custom_all_reduce", "tp_size"), _read_custom_all_reduce),
     Optimisation("flashinfer_allreduce_fusion", "FlashInfer all-reduce fusion", "AR fusion", "_fusion", "bool",
                  ("enable_flashinfer_allreduce_fusion",), _read_fusion),
-    Optimisation("single_batch_overlap", "single-batch overlap", "", "predict", "bool",
+    Optimisation("single_batch_overlap", "single-batch overlap", "", "_overlap", "bool",
                  ("enable_single_batch_overlap",), _read_enable("enable_single_batch_overlap")),
-    Optimisation("two_batch_overlap", "two-batch overlap", "", "predict", "bool",
+    Optimisation("two_batch_overlap", "two-batch overlap", "", "_overlap", "bool",
                  ("enable_two_batch_overlap",), _read_enable("enable_two_batch_overlap")),
     Optimisation("speculative", "speculative decoding", "spec", "_speculative",
                  "None, or {algorithm, num_steps, eagle_topk, num_draft_tokens}",
@@ -148,9 +148,9 @@ OPTIMISATIONS: tuple = (
 )
 # Findings that carry a setting's value (compared as numbers with the server's field of that name).
 SETTINGS: tuple = (
-    Optimisation("mem_fraction_static", "mem_fraction_static", "", "predict",
+    Optimisation("mem_fraction_static", "mem_fraction_static", "", "_mem_fraction_static",
                  "the float given, or 'auto'", ("mem_fraction_static",), show_value=True),
-    Optimisation("context_length", "context_length", "", "predict",
+    Optimisation("context_length", "context_length", "", "_context_length",
                  "the int given, else the model's max_position_embeddings, or 'auto'", ("context_length",),
                  show_value=True),
 )

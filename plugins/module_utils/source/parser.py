@@ -284,127 +284,166 @@ def validate_argv(src: SglangSource, argv: list[str], model_config: dict | None 
     ValueError its DeprecatedAction raises; "help" (-h, --help or a prefix of it) prints the usage
     and exits without starting the server. A suggested replacement is argv this release accepts.
     """
-    v = src.version
-    out: list[Problem] = []
-    parser = _parser(src)
-    actions = {o: a for a in parser._actions for o in a.option_strings}
-    i = 0
     argv = list(argv)
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
+    check = _ArgvCheck(src, argv)
+    out = check.tokens() + check.required()
+    if model_config and not any(p.severity == "error" for p in out):
+        out += startup_refusals(src, normalise_argv(src, argv), model_config, hardware)
+    return out
+
+
+# nargs -> (fewest, most) values argparse takes for it (None: no limit)
+_NARGS_RANGE = {None: (1, 1), "?": (0, 1), "*": (0, None), "+": (1, None), 0: (0, 0)}
+
+
+class _ArgvCheck:
+    """One pass over an argv as the release's parser reads it: a cursor over the tokens, a problem list."""
+
+    def __init__(self, src: SglangSource, argv: list[str]):
+        self.src = src
+        self.v = src.version
+        self.argv = argv
+        self.parser = _parser(src)
+        self.actions = {o: a for a in self.parser._actions for o in a.option_strings}
+        self.i = 0
+
+    def tokens(self) -> list[Problem]:
+        """The problems of each token in turn (an option consumes its values)."""
+        out: list[Problem] = []
+        while self.i < len(self.argv):
+            tok = self.argv[self.i]
+            self.i += 1
+            out += self._token(tok)
+        return out
+
+    def _following_values(self, eq, limit=None) -> list[str]:
+        """Consume the tokens after an option up to the next option (none after ``--x=v``)."""
+        values = []
+        while self.i < len(self.argv) and not eq and (limit is None or len(values) < limit) \
+                and not _looks_like_option(self.argv[self.i]):
+            values.append(self.argv[self.i])
+            self.i += 1
+        return values
+
+    def _token(self, tok) -> list[Problem]:
+        v = self.v
         if not _looks_like_option(tok):
-            out.append(Problem(tok, "unknown", f"sglang {v} takes no positional arguments: "
-                               f"'{tok}' would fail with 'unrecognized arguments: {tok}'. "
-                               "Put it after the flag it belongs to, or remove it.", []))
-            continue
+            return [Problem(tok, "unknown", f"sglang {v} takes no positional arguments: "
+                            f"'{tok}' would fail with 'unrecognized arguments: {tok}'. "
+                            "Put it after the flag it belongs to, or remove it.", [])]
         name, eq, inline = tok.partition("=")
-        hit = _resolve_option(src, name)
+        hit = _resolve_option(self.src, name)
         if hit is None:
             # its value(s), if any: tokens up to the next option (argparse leaves them all unrecognized)
-            values = [inline] if eq else []
-            while i < len(argv) and not _looks_like_option(argv[i]) and not eq:
-                values.append(argv[i])
-                i += 1
-            out.append(_unknown_problem(src, name, values))
-            continue
+            values = [inline] if eq else self._following_values(eq)
+            return [_unknown_problem(self.src, name, values)]
         if hit[0] == "help":
             how = "" if name == hit[1] else f" (argparse expands it to {hit[1]})"
-            out.append(Problem(name, "help", f"{name} is not a server flag{how}: it is argparse's help "
-                               f"option, so sglang {v} would print its usage and exit without starting "
-                               "the server. Remove it.", []))
-            continue
+            return [Problem(name, "help", f"{name} is not a server flag{how}: it is argparse's help "
+                            f"option, so sglang {v} would print its usage and exit without starting "
+                            "the server. Remove it.", [])]
         if hit[0] == "ambiguous":
             cands = hit[1]
             msg = (f"{name} is ambiguous in sglang {v}: argparse fails with 'ambiguous option: {name} "
                    f"could match {_fmt_cands(cands)}'. Spell the flag in full: one of "
                    f"{_fmt_cands(cands)}.")
-            out.append(Problem(name, "ambiguous", msg, cands))
-            while i < len(argv) and not _looks_like_option(argv[i]) and not eq:
-                i += 1
-            continue
-        flag, opt = hit
-        action = actions[opt]
-        # values
-        nargs = action.nargs
+            self._following_values(eq)
+            return [Problem(name, "ambiguous", msg, cands)]
+        return self._option(name, eq, inline, *hit)
+
+    def _option(self, name, eq, inline, flag, opt) -> list[Problem]:
+        """A flag of the release: its values, then whether it is removed, renamed, or given a bad value."""
+        action = self.actions[opt]
+        values, problem = self._values(name, eq, inline, flag, opt, action)
+        if problem is not None:
+            return [problem]
+        if flag.removed_message:
+            return [self._removed(name, flag, opt, values)]
+        out = []
+        if flag.deprecated_alias_of or flag.action in DEPRECATED_ACTIONS:
+            out.append(self._renamed(name, flag, opt, values))
+        if values and action.nargs != 0:
+            out += self._bad_value(name, flag, opt, action, values)
+        return out
+
+    def _values(self, name, eq, inline, flag, opt, action):
+        """(the option's values, None) as argparse takes them, or (None, the problem when it cannot)."""
+        v, nargs = self.v, action.nargs
         if eq:
             if nargs == 0:
-                out.append(Problem(name, "bad_type", f"{opt} takes no value in sglang {v}: argparse fails "
-                                   f"with 'argument {_astr(action)}: ignored explicit argument "
-                                   f"'{inline}''. Write {opt} alone.", []))
-                continue
-            values = [inline]
+                return None, Problem(name, "bad_type", f"{opt} takes no value in sglang {v}: argparse fails "
+                                     f"with 'argument {_astr(action)}: ignored explicit argument "
+                                     f"'{inline}''. Write {opt} alone.", [])
+            return [inline], None
+        lo, hi = _NARGS_RANGE.get(nargs, (nargs, nargs) if isinstance(nargs, int) else (1, 1))
+        values = self._following_values(eq, hi)
+        if len(values) >= lo:
+            return values, None
+        need = "expected one argument" if nargs is None else (
+            "expected at least one argument" if nargs == "+" else f"expected {nargs} arguments")
+        return None, Problem(name, "missing_value", f"{opt} needs a value in sglang {v}: argparse "
+                             f"fails with 'argument {_astr(action)}: {need}'. Give it a value"
+                             + (f" (one of {_fmt_cands(map(str, flag.choices))})"
+                                if isinstance(flag.choices, list) else "") + ".",
+                             [str(c) for c in flag.choices] if isinstance(flag.choices, list) else [])
+
+    def _removed(self, name, flag, opt, values) -> Problem:
+        src = self.src
+        repl, _ = _replacement(src, name if name in FLAG_HISTORY else opt, values)
+        repl = repl or _concrete_suggestion(src, flag.deprecated_alias_of, self.argv, values)
+        fails = (f"the server dies at start with '{flag.removed_exception}: {flag.removed_message}' "
+                 "(its DeprecatedAction raises it while parsing the arguments)."
+                 if flag.removed_exception else f"it fails with '{flag.removed_message}'")
+        return Problem(name, "removed", f"{opt} is removed in sglang {self.v}: {fails}"
+                       + (f" Use {repl} instead." if repl else " Remove it."),
+                       [repl] if repl else [])
+
+    def _renamed(self, name, flag, opt, values) -> Problem:
+        v = self.v
+        raw = flag.deprecated_alias_of
+        new = _concrete_suggestion(self.src, raw, self.argv, values)
+        if flag.action == "DeprecatedAction":  # warns and ignores the flag
+            msg = (f"{opt} is deprecated in sglang {v}: still accepted, with a warning, but it has no "
+                   "effect; remove it" + (f" (use {new} instead)." if new else
+                                          f" (SGLang's help points to {raw})." if raw else "."))
         else:
-            values = []
-            want = {None: (1, 1), "?": (0, 1), "*": (0, None), "+": (1, None), 0: (0, 0)}.get(
-                nargs, (nargs, nargs) if isinstance(nargs, int) else (1, 1))
-            lo, hi = want
-            while i < len(argv) and (hi is None or len(values) < hi) and not _looks_like_option(argv[i]):
-                values.append(argv[i])
-                i += 1
-            if len(values) < lo:
-                need = "expected one argument" if nargs is None else (
-                    "expected at least one argument" if nargs == "+" else f"expected {nargs} arguments")
-                out.append(Problem(name, "missing_value", f"{opt} needs a value in sglang {v}: argparse "
-                                   f"fails with 'argument {_astr(action)}: {need}'. Give it a value"
-                                   + (f" (one of {_fmt_cands(map(str, flag.choices))})"
-                                      if isinstance(flag.choices, list) else "") + ".",
-                                   [str(c) for c in flag.choices] if isinstance(flag.choices, list) else []))
-                continue
-        if flag.removed_message:
-            repl, _ = _replacement(src, name if name in FLAG_HISTORY else opt, values)
-            repl = repl or _concrete_suggestion(src, flag.deprecated_alias_of, argv, values)
-            fails = (f"the server dies at start with '{flag.removed_exception}: {flag.removed_message}' "
-                     "(its DeprecatedAction raises it while parsing the arguments)."
-                     if flag.removed_exception else f"it fails with '{flag.removed_message}'")
-            out.append(Problem(name, "removed", f"{opt} is removed in sglang {v}: {fails}"
-                               + (f" Use {repl} instead." if repl else " Remove it."),
-                               [repl] if repl else []))
-            continue
-        if flag.deprecated_alias_of or flag.action in DEPRECATED_ACTIONS:
-            raw = flag.deprecated_alias_of
-            new = _concrete_suggestion(src, raw, argv, values)
-            if flag.action == "DeprecatedAction":  # warns and ignores the flag
-                msg = (f"{opt} is deprecated in sglang {v}: still accepted, with a warning, but it has no "
-                       "effect; remove it" + (f" (use {new} instead)." if new else
-                                              f" (SGLang's help points to {raw})." if raw else "."))
+            msg = (f"{opt} is a deprecated alias in sglang {v} (still accepted, with a warning)"
+                   + (f"; use {new} instead." if new else f"; SGLang names '{raw}' as its replacement."
+                      if raw and raw != flag.dest else "; it has no effect, remove it."))
+        return Problem(name, "renamed", msg, [new] if new else [], severity="warning")
+
+    def _bad_value(self, name, flag, opt, action, values) -> list[Problem]:
+        """The values through the action's type and choices, as argparse checks them."""
+        try:
+            self.parser._get_values(action, list(values))
+        except argparse.ArgumentError as e:
+            kind = "bad_choice" if "invalid choice" in str(e) else "bad_type"
+            sugg = [str(c) for c in flag.choices] if isinstance(flag.choices, list) else []
+            if kind == "bad_choice":
+                bad = str(e).split("invalid choice: ", 1)[1].split(" (choose", 1)[0]
+                close = difflib.get_close_matches(bad.strip("'\""), sugg, n=3, cutoff=0.5)
+                hint = f" Did you mean {', '.join(close)}?" if close else ""
+                msg = (f"{opt}: value not accepted by sglang {self.v}: argparse fails with '{e}'. "
+                       f"Use one of: {', '.join(sugg)}.{hint}")
             else:
-                msg = (f"{opt} is a deprecated alias in sglang {v} (still accepted, with a warning)"
-                       + (f"; use {new} instead." if new else f"; SGLang names '{raw}' as its replacement."
-                          if raw and raw != flag.dest else "; it has no effect, remove it."))
-            out.append(Problem(name, "renamed", msg, [new] if new else [], severity="warning"))
-        if values and nargs != 0:
-            try:
-                parser._get_values(action, list(values))
-            except argparse.ArgumentError as e:
-                kind = "bad_choice" if "invalid choice" in str(e) else "bad_type"
-                sugg = [str(c) for c in flag.choices] if isinstance(flag.choices, list) else []
-                if kind == "bad_choice":
-                    bad = str(e).split("invalid choice: ", 1)[1].split(" (choose", 1)[0]
-                    close = difflib.get_close_matches(bad.strip("'\""), sugg, n=3, cutoff=0.5)
-                    hint = f" Did you mean {', '.join(close)}?" if close else ""
-                    msg = (f"{opt}: value not accepted by sglang {v}: argparse fails with '{e}'. "
-                           f"Use one of: {', '.join(sugg)}.{hint}")
-                else:
-                    tname = flag.type or "value"
-                    msg = (f"{opt}: value not accepted by sglang {v}: argparse fails with '{e}'. "
-                           f"Give a valid {tname}.")
-                out.append(Problem(name, kind, msg, sugg))
-    # required options (e.g. --model-path)
-    given = set()
-    for tok in argv:
-        if _looks_like_option(tok):
-            hit = _resolve_option(src, tok.partition("=")[0])
-            if hit and hit[0] not in ("ambiguous", "help"):
-                given.add(hit[0].dest)
-    for a in parser._actions:
-        if a.required and a.dest not in given:
-            out.append(Problem(a.option_strings[0], "missing_value",
-                               f"sglang {v} requires {a.option_strings[0]}: argparse fails with 'the "
-                               f"following arguments are required: {_astr(a)}'. Add it.", []))
-    if model_config and not any(p.severity == "error" for p in out):
-        out += startup_refusals(src, normalise_argv(src, argv), model_config, hardware)
-    return out
+                tname = flag.type or "value"
+                msg = (f"{opt}: value not accepted by sglang {self.v}: argparse fails with '{e}'. "
+                       f"Give a valid {tname}.")
+            return [Problem(name, kind, msg, sugg)]
+        return []
+
+    def required(self) -> list[Problem]:
+        """Required options (e.g. --model-path) the argv does not give."""
+        given = set()
+        for tok in self.argv:
+            if _looks_like_option(tok):
+                hit = _resolve_option(self.src, tok.partition("=")[0])
+                if hit and hit[0] not in ("ambiguous", "help"):
+                    given.add(hit[0].dest)
+        return [Problem(a.option_strings[0], "missing_value",
+                        f"sglang {self.v} requires {a.option_strings[0]}: argparse fails with 'the "
+                        f"following arguments are required: {_astr(a)}'. Add it.", [])
+                for a in self.parser._actions if a.required and a.dest not in given]
 
 
 def _astr(action) -> str:

@@ -1,6 +1,7 @@
 """``predict``: what the installed release will do with each audited optimisation, and why."""
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -24,9 +25,8 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     ``args``: normalised ``{dest or field: value}`` (see normalise_argv); ``hardware``:
     ``{"gpu_model", "gpu_count", "compute_capability", "source"}``; ``model_config``: the model's
     parsed HF config.json. Each Finding names the rule (file, line) of THIS release.
+    One predictor per finding (optimisations.py names it), in the registry's order.
     """
-    v = src.version
-    R = src.rules
     archs = list(model_config.get("architectures") or [])
     arch = archs[0] if archs else ""
     sm = _sm(hardware)
@@ -34,131 +34,166 @@ def predict(src: SglangSource, args: dict, hardware: dict, model_config: dict) -
     tp = int(arg_value(src, args, "tp_size", 1) or 1)
     nnodes = int(arg_value(src, args, "nnodes", 1) or 1)
     dp_attn = bool(arg_value(src, args, "enable_dp_attention", False))
-    out: list[Finding] = []
+    rf = functools.partial(_rule_site, src)
+    is_mm, lm_only, arch_breakable = _multimodal(src, args, archs)
+    return [
+        _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf),
+        _decode_graph(src, args, rf),
+        _custom_all_reduce(src, args, tp),
+        _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf),
+        _overlap(src, args, "single_batch_overlap"),
+        _overlap(src, args, "two_batch_overlap"),
+        _speculative(src, args, rf),
+        _mem_fraction_static(src, args),
+        _context_length(src, args, model_config),
+    ]
 
-    def rf(key):
-        r = R.get(key)
-        return (r.file, r.line) if r else (None, None)
 
-    # ---- multimodal classification (configs/model_config.py)
+def _rule_site(src, key):
+    """(file, line) of the release's rule ``key``; (None, None) when the release has none."""
+    r = src.rules.get(key)
+    return (r.file, r.line) if r else (None, None)
+
+
+def _multimodal(src, args, archs):
+    """(multimodal, --language-model-only given, on the breakable CUDA graph allow-list): configs/model_config.py."""
+    R = src.rules
     mm_archs = R.get("multimodal_model_archs")
     is_mm = bool(mm_archs and any(a in mm_archs.data["archs"] for a in archs))
     lm_only = bool(arg_value(src, args, "language_model_only", False)) and src.has("--language-model-only")
     breakable_ok = R.get("multimodal_breakable_cuda_graph_supported_model_archs")
     arch_breakable = bool(breakable_ok and any(a in breakable_ok.data["archs"] for a in archs))
+    return is_mm, lm_only, arch_breakable
 
-    # ---- prefill / piecewise CUDA graph
-    out.append(_prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf))
 
-    # ---- decode CUDA graph
+def _decode_graph(src, args, rf) -> Finding:
     disabled = bool(arg_value(src, args, "disable_cuda_graph", False)) or \
         arg_value(src, args, "cuda_graph_backend_decode") == "disabled"
-    if not disabled and _torch_native(src, args) and R.get("torch_native_disables_cuda_graph"):
+    if not disabled and _torch_native(src, args) and src.rules.get("torch_native_disables_cuda_graph"):
         file, line = rf("torch_native_disables_cuda_graph")
-        out.append(Finding(LABEL["cuda_graph"], AUTO_DISABLED, False, "--attention-backend torch_native: "
-                           f"sglang {v} disables both CUDA graphs for it", file, line, "--attention-backend",
-                           "use a CUDA attention backend (e.g. --attention-backend flashinfer) on a GPU host"))
-    else:
-        out.append(Finding(LABEL["cuda_graph"], OFF_BY_DEFAULT if disabled else ON,
-                           value=not disabled,
-                           reason=("disabled by --disable-cuda-graph / --cuda-graph-backend-decode disabled"
-                                   if disabled else "captured for decode batch sizes by default"),
-                           override=first_known_option(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
-                           how_to_enable=None if not disabled else "remove --disable-cuda-graph"))
+        return Finding(LABEL["cuda_graph"], AUTO_DISABLED, False, "--attention-backend torch_native: "
+                       f"sglang {src.version} disables both CUDA graphs for it", file, line, "--attention-backend",
+                       "use a CUDA attention backend (e.g. --attention-backend flashinfer) on a GPU host")
+    return Finding(LABEL["cuda_graph"], OFF_BY_DEFAULT if disabled else ON,
+                   value=not disabled,
+                   reason=("disabled by --disable-cuda-graph / --cuda-graph-backend-decode disabled"
+                           if disabled else "captured for decode batch sizes by default"),
+                   override=first_known_option(src, "--cuda-graph-backend-decode", "--disable-cuda-graph"),
+                   how_to_enable=None if not disabled else "remove --disable-cuda-graph")
 
-    # ---- custom all-reduce
+
+def _custom_all_reduce(src, args, tp) -> Finding:
     car_off = bool(arg_value(src, args, "disable_custom_all_reduce", False))
     if tp <= 1:
-        out.append(Finding(LABEL["custom_all_reduce"], OFF_BY_DEFAULT, value=False,
-                           reason="tp_size is 1: no tensor-parallel all-reduce",
-                           override="--disable-custom-all-reduce"))
-    else:
-        out.append(Finding(LABEL["custom_all_reduce"], OFF_BY_DEFAULT if car_off else ON, value=not car_off,
-                           reason=("disabled by --disable-custom-all-reduce" if car_off else
-                                   f"default for tp_size={tp} (disable_custom_all_reduce=False); SGLang "
-                                   "falls back to NCCL at run time if P2P between the GPUs is unavailable"),
-                           override="--disable-custom-all-reduce",
-                           how_to_enable="remove --disable-custom-all-reduce" if car_off else None))
+        return Finding(LABEL["custom_all_reduce"], OFF_BY_DEFAULT, value=False,
+                       reason="tp_size is 1: no tensor-parallel all-reduce",
+                       override="--disable-custom-all-reduce")
+    return Finding(LABEL["custom_all_reduce"], OFF_BY_DEFAULT if car_off else ON, value=not car_off,
+                   reason=("disabled by --disable-custom-all-reduce" if car_off else
+                           f"default for tp_size={tp} (disable_custom_all_reduce=False); SGLang "
+                           "falls back to NCCL at run time if P2P between the GPUs is unavailable"),
+                   override="--disable-custom-all-reduce",
+                   how_to_enable="remove --disable-custom-all-reduce" if car_off else None)
 
-    # ---- FlashInfer all-reduce fusion
-    out.append(_fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf))
 
-    # ---- single-batch / two-batch overlap
-    for name, field, flag in ((LABEL["single_batch_overlap"], "enable_single_batch_overlap",
-                               "--enable-single-batch-overlap"),
-                              (LABEL["two_batch_overlap"], "enable_two_batch_overlap", "--enable-two-batch-overlap")):
-        if not src.has(flag):
-            out.append(Finding(name, OFF_BY_DEFAULT, value=False,
-                               reason=f"sglang {v} has no {flag}"))
-            continue
-        on = bool(arg_value(src, args, field, False))
-        f = src.by_option[flag]
-        out.append(Finding(name, ON if on else OFF_BY_DEFAULT, value=on,
-                           reason=(f"{flag} given" if on else f"{field} defaults to False in sglang {v}"),
-                           rule_file=f.file, rule_line=f.line, override=flag,
-                           how_to_enable=None if on else f"add {flag} (mainly helps MoE / expert-parallel "
-                                                         "models; needs a supported --moe-a2a-backend)"))
+# optimisation key -> (its ServerArgs field, its flag)
+_OVERLAPS = {"single_batch_overlap": ("enable_single_batch_overlap", "--enable-single-batch-overlap"),
+             "two_batch_overlap": ("enable_two_batch_overlap", "--enable-two-batch-overlap")}
 
-    # ---- speculative decoding
-    out.append(_speculative(src, args, rf))
 
-    # ---- memory fraction / context length
+def _overlap(src, args, key) -> Finding:
+    """Single-batch or two-batch overlap (``key``): off unless its flag is given."""
+    v = src.version
+    name, (field, flag) = LABEL[key], _OVERLAPS[key]
+    if not src.has(flag):
+        return Finding(name, OFF_BY_DEFAULT, value=False, reason=f"sglang {v} has no {flag}")
+    on = bool(arg_value(src, args, field, False))
+    f = src.by_option[flag]
+    return Finding(name, ON if on else OFF_BY_DEFAULT, value=on,
+                   reason=(f"{flag} given" if on else f"{field} defaults to False in sglang {v}"),
+                   rule_file=f.file, rule_line=f.line, override=flag,
+                   how_to_enable=None if on else f"add {flag} (mainly helps MoE / expert-parallel "
+                                                 "models; needs a supported --moe-a2a-backend)")
+
+
+def _mem_fraction_static(src, args) -> Finding:
     mfs = arg_value(src, args, "mem_fraction_static")
-    out.append(Finding(LABEL["mem_fraction_static"], ON, value=mfs if mfs is not None else "auto",
-                       reason=("set explicitly" if mfs is not None else
-                               "None by default: chosen at startup from GPU memory, tp_size and "
-                               "CUDA graph settings"),
-                       override="--mem-fraction-static"))
+    return Finding(LABEL["mem_fraction_static"], ON, value=mfs if mfs is not None else "auto",
+                   reason=("set explicitly" if mfs is not None else
+                           "None by default: chosen at startup from GPU memory, tp_size and "
+                           "CUDA graph settings"),
+                   override="--mem-fraction-static")
+
+
+def _context_length(src, args, model_config) -> Finding:
     ctx = arg_value(src, args, "context_length")
     model_ctx = model_config.get("max_position_embeddings") or (
         model_config.get("text_config") or {}).get("max_position_embeddings")
-    out.append(Finding(LABEL["context_length"], ON, value=ctx if ctx is not None else (model_ctx or "auto"),
-                       reason=("set explicitly" if ctx is not None else
-                               "None by default: the model's max_position_embeddings from config.json"),
-                       override="--context-length"))
-    return out
+    return Finding(LABEL["context_length"], ON, value=ctx if ctx is not None else (model_ctx or "auto"),
+                   reason=("set explicitly" if ctx is not None else
+                           "None by default: the model's max_position_embeddings from config.json"),
+                   override="--context-length")
 
 
 def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Finding:
+    if src.era != "A":
+        return _prefill_backend(src, args, is_mm, lm_only, arch_breakable, arch, rf)
+    if src.has("--enforce-piecewise-cuda-graph"):   # 0.5.10 - 0.5.13: on by default, cascade
+        return _piecewise_by_default(src, args, is_mm, arch, rf)
+    if src.has("--enable-piecewise-cuda-graph"):    # <= 0.5.9: opt-in
+        return _piecewise_opt_in(src, args, is_mm, arch, rf)
+    return Finding(LABEL["piecewise_cuda_graph"], OFF_BY_DEFAULT, False,
+                   f"sglang {src.version} has no piecewise CUDA graph flags")
+
+
+def _piecewise_by_default(src, args, is_mm, arch, rf) -> Finding:
+    """Era A, 0.5.10 - 0.5.13: piecewise CUDA graph on by default, the auto-disable cascade."""
+    v = src.version
+    name = LABEL["piecewise_cuda_graph"]
+    enforce = bool(arg_value(src, args, "enforce_piecewise_cuda_graph", False))
+    disabled = bool(arg_value(src, args, "disable_piecewise_cuda_graph", False))
+    file, line = rf("multimodal_disables_piecewise")
+    if disabled:
+        return Finding(name, OFF_BY_DEFAULT, False, "disabled by --disable-piecewise-cuda-graph",
+                       override="--enforce-piecewise-cuda-graph",
+                       how_to_enable="remove --disable-piecewise-cuda-graph")
+    if enforce:
+        ef, el = rf("enforce_piecewise_skips_cascade")
+        return Finding(name, ON, True, "--enforce-piecewise-cuda-graph skips the auto-disable rules",
+                       ef, el, "--enforce-piecewise-cuda-graph")
+    if is_mm:
+        return Finding(name, AUTO_DISABLED, False,
+                       f"{arch} is multimodal (configs/model_config.py multimodal_model_archs); "
+                       f"sglang {v} disables piecewise CUDA graph for multimodal models",
+                       file, line, "--enforce-piecewise-cuda-graph",
+                       "add --enforce-piecewise-cuda-graph (skips the auto-disable rules; the "
+                       "language model prefill is captured, the vision encoder stays eager)")
+    return Finding(name, ON, True, f"on by default in sglang {v}; no auto-disable rule matched "
+                   "the checked conditions (multimodal)", file, line, "--disable-piecewise-cuda-graph")
+
+
+def _piecewise_opt_in(src, args, is_mm, arch, rf) -> Finding:
+    """Era A, <= 0.5.9: piecewise CUDA graph is opt-in (--enable-piecewise-cuda-graph)."""
+    v = src.version
+    name = LABEL["piecewise_cuda_graph"]
+    on = bool(arg_value(src, args, "enable_piecewise_cuda_graph", False))
+    file, line = rf("multimodal_disables_piecewise")
+    if on and is_mm:
+        return Finding(name, AUTO_DISABLED, False,
+                       f"{arch} is multimodal; sglang {v} turns piecewise CUDA graph off for it",
+                       file, line, "--enable-piecewise-cuda-graph", None)
+    f = src.by_option["--enable-piecewise-cuda-graph"]
+    return Finding(name, ON if on else OFF_BY_DEFAULT, on,
+                   "--enable-piecewise-cuda-graph given" if on else f"opt-in in sglang {v}",
+                   f.file, f.line, "--enable-piecewise-cuda-graph",
+                   None if on else "add --enable-piecewise-cuda-graph")
+
+
+def _prefill_backend(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Finding:
+    """Eras B / C: the prefill phase's CUDA graph backend (--cuda-graph-backend-prefill)."""
     v = src.version
     R = src.rules
     name = LABEL["piecewise_cuda_graph"]
-    if src.era == "A":
-        if src.has("--enforce-piecewise-cuda-graph"):   # 0.5.10 - 0.5.13: on by default, cascade
-            enforce = bool(arg_value(src, args, "enforce_piecewise_cuda_graph", False))
-            disabled = bool(arg_value(src, args, "disable_piecewise_cuda_graph", False))
-            file, line = rf("multimodal_disables_piecewise")
-            if disabled:
-                return Finding(name, OFF_BY_DEFAULT, False, "disabled by --disable-piecewise-cuda-graph",
-                               override="--enforce-piecewise-cuda-graph",
-                               how_to_enable="remove --disable-piecewise-cuda-graph")
-            if enforce:
-                ef, el = rf("enforce_piecewise_skips_cascade")
-                return Finding(name, ON, True, "--enforce-piecewise-cuda-graph skips the auto-disable rules",
-                               ef, el, "--enforce-piecewise-cuda-graph")
-            if is_mm:
-                return Finding(name, AUTO_DISABLED, False,
-                               f"{arch} is multimodal (configs/model_config.py multimodal_model_archs); "
-                               f"sglang {v} disables piecewise CUDA graph for multimodal models",
-                               file, line, "--enforce-piecewise-cuda-graph",
-                               "add --enforce-piecewise-cuda-graph (skips the auto-disable rules; the "
-                               "language model prefill is captured, the vision encoder stays eager)")
-            return Finding(name, ON, True, f"on by default in sglang {v}; no auto-disable rule matched "
-                           "the checked conditions (multimodal)", file, line, "--disable-piecewise-cuda-graph")
-        if src.has("--enable-piecewise-cuda-graph"):    # <= 0.5.9: opt-in
-            on = bool(arg_value(src, args, "enable_piecewise_cuda_graph", False))
-            file, line = rf("multimodal_disables_piecewise")
-            if on and is_mm:
-                return Finding(name, AUTO_DISABLED, False,
-                               f"{arch} is multimodal; sglang {v} turns piecewise CUDA graph off for it",
-                               file, line, "--enable-piecewise-cuda-graph", None)
-            f = src.by_option["--enable-piecewise-cuda-graph"]
-            return Finding(name, ON if on else OFF_BY_DEFAULT, on,
-                           "--enable-piecewise-cuda-graph given" if on else f"opt-in in sglang {v}",
-                           f.file, f.line, "--enable-piecewise-cuda-graph",
-                           None if on else "add --enable-piecewise-cuda-graph")
-        return Finding(name, OFF_BY_DEFAULT, False, f"sglang {v} has no piecewise CUDA graph flags")
-    # eras B / C: per-phase backend
     opt = "--cuda-graph-backend-prefill"
     explicit = arg_value(src, args, "cuda_graph_backend_prefill") if "cuda_graph_backend_prefill" in args else None
     if _torch_native(src, args) and R.get("torch_native_disables_cuda_graph"):
@@ -171,39 +206,49 @@ def _prefill_graph(src, args, is_mm, lm_only, arch_breakable, arch, rf) -> Findi
         file, line = rf("disable_cuda_graph_disables_prefill_graph")
         return Finding(name, OFF_BY_DEFAULT, "disabled", "disabled by --disable-cuda-graph (it turns off "
                        "both phases' graphs)", file, line, opt, "remove --disable-cuda-graph")
-    if R.get("default_prefill_backend"):   # read from the release (0.5.15+)
-        default_backend = R["default_prefill_backend"].data["backend"]
-    else:
-        default_backend = "breakable" if R.get("multimodal_breakable_cuda_graph_supported_model_archs") \
-            else "tc_piecewise"
+    default_backend = _default_prefill_backend(src)
     if explicit is not None:
         st = OFF_BY_DEFAULT if explicit == "disabled" else ON
         return Finding(name, st, explicit, f"{opt} {explicit} given: an explicit prefill backend skips "
                        "the auto-disable rules", override=opt,
                        how_to_enable=f"{opt} {default_backend}" if explicit == "disabled" else None)
     if is_mm and not lm_only:
-        key = "multimodal_disables_prefill_graph_breakable" if default_backend == "breakable" else \
-            "multimodal_disables_prefill_graph_piecewise"
-        file, line = rf(key)
-        if default_backend == "breakable" and arch_breakable:
-            bf, bl = rf("multimodal_breakable_cuda_graph_supported_model_archs")
-            return Finding(name, ON, "breakable",
-                           f"{arch} is multimodal but on the breakable allow-list "
-                           "(multimodal_breakable_cuda_graph_supported_model_archs); default prefill "
-                           "backend is breakable", bf, bl, opt)
-        hint = f"add {opt} {default_backend}"
-        note = _comment_above(src, file, line)
-        if note:   # e.g. 0.5.15.post1 server_args.py:3373 "Multimodal prefill replay faults under BCG."
-            hint += (f" (an explicit backend skips this rule, but SGLang's own note on it says: \"{note}\"; "
-                     "try it before serving)")
-        if src.has("--language-model-only"):
-            hint += " or --language-model-only (text-only serving)"
-        return Finding(name, AUTO_DISABLED, "disabled",
-                       f"{arch} is multimodal; sglang {v} disables the prefill CUDA graph "
-                       "('multimodal model' rule)", file, line, opt, hint)
+        return _prefill_multimodal(src, arch, arch_breakable, default_backend, rf)
     df, dl = rf("default_prefill_backend")
     return Finding(name, ON, default_backend, f"default prefill backend {default_backend} in sglang {v}; "
                    "no auto-disable rule matched the checked conditions", df, dl, override=opt)
+
+
+def _default_prefill_backend(src) -> str:
+    R = src.rules
+    if R.get("default_prefill_backend"):   # read from the release (0.5.15+)
+        return R["default_prefill_backend"].data["backend"]
+    return "breakable" if R.get("multimodal_breakable_cuda_graph_supported_model_archs") else "tc_piecewise"
+
+
+def _prefill_multimodal(src, arch, arch_breakable, default_backend, rf) -> Finding:
+    """Eras B / C, a multimodal model: the 'multimodal model' rule, unless on the breakable allow-list."""
+    name = LABEL["piecewise_cuda_graph"]
+    opt = "--cuda-graph-backend-prefill"
+    key = "multimodal_disables_prefill_graph_breakable" if default_backend == "breakable" else \
+        "multimodal_disables_prefill_graph_piecewise"
+    file, line = rf(key)
+    if default_backend == "breakable" and arch_breakable:
+        bf, bl = rf("multimodal_breakable_cuda_graph_supported_model_archs")
+        return Finding(name, ON, "breakable",
+                       f"{arch} is multimodal but on the breakable allow-list "
+                       "(multimodal_breakable_cuda_graph_supported_model_archs); default prefill "
+                       "backend is breakable", bf, bl, opt)
+    hint = f"add {opt} {default_backend}"
+    note = _comment_above(src, file, line)
+    if note:   # e.g. 0.5.15.post1 server_args.py:3373 "Multimodal prefill replay faults under BCG."
+        hint += (f" (an explicit backend skips this rule, but SGLang's own note on it says: \"{note}\"; "
+                 "try it before serving)")
+    if src.has("--language-model-only"):
+        hint += " or --language-model-only (text-only serving)"
+    return Finding(name, AUTO_DISABLED, "disabled",
+                   f"{arch} is multimodal; sglang {src.version} disables the prefill CUDA graph "
+                   "('multimodal model' rule)", file, line, opt, hint)
 
 
 def _torch_native(src, args) -> bool:

@@ -90,98 +90,132 @@ class Tree:
         """Evaluate a constant-ish expression; raise Unresolved when it needs run time."""
         if depth > 30:
             raise Unresolved("depth")
+        for kinds, how in _EVALUATORS:
+            if isinstance(node, kinds):
+                return how(self, node, mod, local, depth)
+        raise Unresolved(type(node).__name__)
+
+    # One evaluator per kind of node; each raises Unresolved(<node kind>) for a form it does not know.
+    def _eval_constant(self, node, mod, local, depth):
+        return node.value
+
+    def _eval_sequence(self, node, mod, local, depth):
+        out = []
+        for e in node.elts:
+            if isinstance(e, ast.Starred):
+                out.extend(self.eval(e.value, mod, local, depth + 1))
+            else:
+                out.append(self.eval(e, mod, local, depth + 1))
+        return tuple(out) if isinstance(node, ast.Tuple) else out
+
+    def _eval_dict(self, node, mod, local, depth):
+        return {self.eval(k, mod, local, depth + 1): self.eval(v, mod, local, depth + 1)
+                for k, v in zip(node.keys, node.values) if k is not None}
+
+    def _eval_unary(self, node, mod, local, depth):
+        if isinstance(node.op, ast.USub):
+            return -self.eval(node.operand, mod, local, depth + 1)
+        raise Unresolved(type(node).__name__)
+
+    def _eval_binop(self, node, mod, local, depth):
+        left, right = self.eval(node.left, mod, local, depth + 1), self.eval(node.right, mod, local, depth + 1)
+        if type(node.op) in _BINOPS:
+            try:
+                return _BINOPS[type(node.op)](left, right)
+            except TypeError as e:
+                raise Unresolved("binop") from e
+        raise Unresolved(type(node).__name__)
+
+    def _eval_fstring(self, node, mod, local, depth):
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else str(self.eval(v.value, mod, local, depth + 1))
+                       for v in node.values)
+
+    def _eval_name(self, node, mod, local, depth):
+        if local is not None and node.id in local:
+            val = local[node.id]
+            if isinstance(val, Unresolved):
+                raise val
+            return val
+        if node.id in ("None", "True", "False"):
+            return {"None": None, "True": True, "False": False}[node.id]
+        m, n = self.lookup(mod, node.id)
+        if isinstance(n, ast.ClassDef):
+            return _ClassRef(m, n)
+        return self.eval(n, m, None, depth + 1)
+
+    def _eval_attribute(self, node, mod, local, depth):
+        base = self.eval(node.value, mod, local, depth + 1)
+        if isinstance(base, _ClassRef):
+            return base.attr(self, node.attr, depth)
+        if node.attr == "value" and isinstance(base, _EnumMember):
+            return base.value
+        raise Unresolved(node.attr)
+
+    def _eval_call(self, node, mod, local, depth):
+        """The calls a flag table uses: conversions, empty containers, dict/str methods, ``field(default=)``."""
         ev = functools.partial(self.eval, mod=mod, local=local, depth=depth + 1)
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            out = []
-            for e in node.elts:
-                if isinstance(e, ast.Starred):
-                    out.extend(ev(e.value))
-                else:
-                    out.append(ev(e))
-            return tuple(out) if isinstance(node, ast.Tuple) else out
-        if isinstance(node, ast.Dict):
-            return {ev(k): ev(v) for k, v in zip(node.keys, node.values) if k is not None}
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        if isinstance(node, ast.BinOp):
-            left, right = ev(node.left), ev(node.right)
-            ops = {ast.Add: lambda a, b: a + b, ast.Mult: lambda a, b: a * b,
-                   ast.Sub: lambda a, b: a - b, ast.Pow: lambda a, b: a ** b,
-                   ast.BitOr: lambda a, b: a | b, ast.Div: lambda a, b: a / b}
-            if type(node.op) in ops:
-                try:
-                    return ops[type(node.op)](left, right)
-                except TypeError as e:
-                    raise Unresolved("binop") from e
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for v in node.values:
-                if isinstance(v, ast.Constant):
-                    parts.append(str(v.value))
-                else:
-                    parts.append(str(ev(v.value)))
-            return "".join(parts)
-        if isinstance(node, ast.Name):
-            if local is not None and node.id in local:
-                val = local[node.id]
-                if isinstance(val, Unresolved):
-                    raise val
-                return val
-            if node.id in ("None", "True", "False"):
-                return {"None": None, "True": True, "False": False}[node.id]
-            m, n = self.lookup(mod, node.id)
-            if isinstance(n, ast.ClassDef):
-                return _ClassRef(m, n)
-            return self.eval(n, m, None, depth + 1)
-        if isinstance(node, ast.Attribute):
-            base = ev(node.value)
-            if isinstance(base, _ClassRef):
-                return base.attr(self, node.attr, depth)
-            if node.attr == "value" and isinstance(base, _EnumMember):
-                return base.value
-            raise Unresolved(node.attr)
-        if isinstance(node, ast.Call):
-            fname = node.func.id if isinstance(node.func, ast.Name) else (
-                node.func.attr if isinstance(node.func, ast.Attribute) else None)
-            if fname in ("list", "tuple", "sorted", "set", "frozenset") and len(node.args) == 1 \
-                    and not node.keywords:
-                val = ev(node.args[0])
-                if isinstance(val, _ClassRef):
-                    val = val.members(self)
-                return {"list": list, "tuple": tuple, "sorted": sorted, "set": set,
-                        "frozenset": frozenset}[fname](val)
-            if fname in ("list", "tuple", "dict", "set") and not node.args and not node.keywords:
-                return {"list": list, "tuple": tuple, "dict": dict, "set": set}[fname]()
-            if isinstance(node.func, ast.Attribute) and fname in ("keys", "values", "lower", "upper"):
-                base = ev(node.func.value)
-                if isinstance(base, dict) and fname in ("keys", "values"):
-                    return list(getattr(base, fname)())
-                if isinstance(base, str) and fname in ("lower", "upper"):
-                    return getattr(base, fname)()
-            if fname in ("field",) and node.keywords:
-                kw = {k.arg: k.value for k in node.keywords}
-                if "default" in kw:
-                    return ev(kw["default"])
-                if "default_factory" in kw:
-                    fac = kw["default_factory"]
-                    if isinstance(fac, ast.Name) and fac.id in ("list", "dict", "set", "tuple"):
-                        return {"list": [], "dict": {}, "set": set(), "tuple": ()}[fac.id]
-                    if isinstance(fac, ast.Lambda):
-                        return ev(fac.body)
-        if isinstance(node, ast.ListComp) and len(node.generators) == 1:
+        fname = node.func.id if isinstance(node.func, ast.Name) else (
+            node.func.attr if isinstance(node.func, ast.Attribute) else None)
+        if fname in _CONVERSIONS and len(node.args) == 1 and not node.keywords:
+            val = ev(node.args[0])
+            if isinstance(val, _ClassRef):
+                val = val.members(self)
+            return _CONVERSIONS[fname](val)
+        if fname in ("list", "tuple", "dict", "set") and not node.args and not node.keywords:
+            return {"list": list, "tuple": tuple, "dict": dict, "set": set}[fname]()
+        if isinstance(node.func, ast.Attribute) and fname in ("keys", "values", "lower", "upper"):
+            base = ev(node.func.value)
+            if isinstance(base, dict) and fname in ("keys", "values"):
+                return list(getattr(base, fname)())
+            if isinstance(base, str) and fname in ("lower", "upper"):
+                return getattr(base, fname)()
+        if fname in ("field",) and node.keywords:
+            return self._eval_field(node, ev)
+        raise Unresolved(type(node).__name__)
+
+    def _eval_field(self, node, ev):
+        """A dataclass ``field(...)``'s default."""
+        kw = {k.arg: k.value for k in node.keywords}
+        if "default" in kw:
+            return ev(kw["default"])
+        if "default_factory" in kw:
+            fac = kw["default_factory"]
+            if isinstance(fac, ast.Name) and fac.id in ("list", "dict", "set", "tuple"):
+                return {"list": [], "dict": {}, "set": set(), "tuple": ()}[fac.id]
+            if isinstance(fac, ast.Lambda):
+                return ev(fac.body)
+        raise Unresolved(type(node).__name__)
+
+    def _eval_listcomp(self, node, mod, local, depth):
+        """``[expr for name in iterable]`` (one generator, no condition)."""
+        if len(node.generators) == 1:
             gen = node.generators[0]
             if isinstance(gen.target, ast.Name) and not gen.ifs:
-                it = ev(gen.iter)
+                it = self.eval(gen.iter, mod, local, depth + 1)
                 if isinstance(it, _ClassRef):
                     it = it.enum_members(self)
-                out = []
-                for item in it:
-                    out.append(self.eval(node.elt, mod, {**(local or {}), gen.target.id: item},
-                                         depth + 1))
-                return out
+                return [self.eval(node.elt, mod, {**(local or {}), gen.target.id: item}, depth + 1)
+                        for item in it]
         raise Unresolved(type(node).__name__)
+
+
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Mult: lambda a, b: a * b,
+           ast.Sub: lambda a, b: a - b, ast.Pow: lambda a, b: a ** b,
+           ast.BitOr: lambda a, b: a | b, ast.Div: lambda a, b: a / b}
+_CONVERSIONS = {"list": list, "tuple": tuple, "sorted": sorted, "set": set, "frozenset": frozenset}
+# (node kinds, evaluator), in the order Tree.eval tries them
+_EVALUATORS = (
+    (ast.Constant, Tree._eval_constant),
+    ((ast.List, ast.Tuple, ast.Set), Tree._eval_sequence),
+    (ast.Dict, Tree._eval_dict),
+    (ast.UnaryOp, Tree._eval_unary),
+    (ast.BinOp, Tree._eval_binop),
+    (ast.JoinedStr, Tree._eval_fstring),
+    (ast.Name, Tree._eval_name),
+    (ast.Attribute, Tree._eval_attribute),
+    (ast.Call, Tree._eval_call),
+    (ast.ListComp, Tree._eval_listcomp),
+)
 
 
 @dataclasses.dataclass
