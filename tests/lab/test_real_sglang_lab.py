@@ -209,7 +209,8 @@ def test_repeated_verifies_of_the_unchanged_real_server_never_fail_and_its_floor
         history = next(g for g in report["gates"] if g["gate"] == "history")
         statuses.append(history["status"])
         decode = next(r for r in history["metrics"] if r["metric"] == "decode_tok_s@1")
-        assert decode["noise_basis"] == "runs" and decode["noise_source"] in ("host+prior", "prior"), decode
+        # "host": a quiet stretch of CI whose runs reject cpu1's 20 % prior (noise.prior_conflicts)
+        assert decode["noise_basis"] == "runs" and decode["noise_source"] in ("host+prior", "prior", "host"), decode
         assert runs_before < 2 or f"this host's {runs_before} runs" in decode["comparison"], decode["comparison"]
     assert set(statuses) <= {"pass", "inconclusive"}, statuses
     assert "roofline not applicable on a CPU host" in unflow(out)

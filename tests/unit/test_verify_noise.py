@@ -8,6 +8,7 @@ from statistics import fmean
 
 import pytest
 
+from ansible_collections.sglang.fleet.plugins.module_utils.verify import gates, noise
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.noise import (
     best_of,
     bracket,
@@ -140,6 +141,35 @@ def test_moderate_with_one_side_missing_takes_the_other_and_with_none_knows_noth
     assert moderate(0.02, 5, None, 0) == (0.02, 5)
     assert moderate(0.02, 5, 0.03, 0) == (0.02, 5)
     assert moderate(None, 0, None, 0) == (None, 0)
+
+
+@pytest.mark.parametrize(("own", "dof", "prior", "rejects"), [
+    (0.015, 38, 0.20, True),    # the lab's real SGLang on a quiet machine against cpu1's CI-load prior
+    (0.17, 10, 0.02, True),     # a loaded CPU engine against the GPU default
+    (0.18, 12, 0.20, False),    # what the prior says
+    (0.01, 6, 0.03, False),     # a third of the prior over 6 dof: well within chance
+    (0.005, 1, 0.20, False),    # one dof tells nothing
+    (None, 0, 0.20, False),
+])
+def test_a_prior_is_set_aside_only_where_the_hosts_own_runs_reject_it(own, dof, prior, rejects):
+    assert noise.prior_conflicts(own, dof, prior) is rejects
+    sigma, total = moderate(own, dof, prior, 4)
+    if rejects:
+        assert (sigma, total) == (own, dof)
+    elif own is not None and dof:
+        assert total == dof + 4 and sigma == pytest.approx(math.sqrt((dof * own ** 2 + 4 * prior ** 2) / (dof + 4)))
+
+
+def test_a_quiet_hosts_own_noise_decides_and_the_basis_says_the_prior_was_set_aside():
+    """40 runs of one release moving ~1.5 % (the real SGLang on a quiet machine, bench/README.md) against a
+    20 % prior: the gate judges with the host's own noise, and says why."""
+    runs = [{"fingerprint": "f", "passed": True, "generated_at": f"2026120{i // 10}T{i:06d}Z",
+             "metrics": {"decode_tok_s@1": 460.0 * (1 + 0.015 * ((i * 7) % 5 - 2) / 1.4)}} for i in range(40)]
+    th = {"run_noise_prior_pct": 20.0, "run_noise_prior_dof": 4}
+    est = gates.noise_estimate("decode_tok_s@1", runs, [], th)
+    assert est["sigma"] < 0.03 and est["dof"] == 26 and est["source"] == "host", est   # 26: run_noise's dof of 40 runs
+    assert est["basis"].endswith("prior 20 % as 4 dof, sglang_verify_run_noise_prior_pct: set aside, this host's own "
+                                 "runs reject it"), est["basis"]
 
 
 # ------------------------------------------------------------------ compare_runs: the verdict

@@ -249,6 +249,8 @@ def noise_estimate(name, mine, others, thresholds):
     # a short history's failed steps are clipped at the prior's scale (noise.run_noise)
     own = noise.run_noise(series, passed, prior[0])
     sigma, dof = noise.moderate(own["sigma"], own["dof"], *prior)
+    if prior_text and noise.prior_conflicts(own["sigma"], own["dof"], prior[0]):
+        prior_text, prior_source = prior_text + ": set aside, this host's own runs reject it", ""
     clipped = f", {own['clipped']} step{'s' if own['clipped'] != 1 else ''} clipped" if own["clipped"] else ""
     own_text = (f"this host's {runs} runs" + (f" ({failed} failed)" if failed else "") + f" as {own['dof']} dof"
                 + clipped) if own["sigma"] is not None else ""

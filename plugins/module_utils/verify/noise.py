@@ -11,7 +11,8 @@ spread says little about how far two runs fall apart (bench/README.md, "Gates on
 the real SGLang's runs move 2-4 times as far as one run's repeats suggest). So the noise is learned
 from runs only (run_noise), and it is *moderated* with a prior until the host has runs enough
 (moderate, the empirical-Bayes variance of limma's moderated t, Smyth 2004): the prior is the pooled
-run-to-run noise of the host's peers (same hardware and workload) or a stated default. Without either
+run-to-run noise of the host's peers (same hardware and workload) or a stated default, set aside once
+the host's own runs reject it (prior_conflicts: a quiet host is not held to a noisy prior). Without either
 there is no comparison: the verdict is ``inconclusive``, which never rolls a host back on its own.
 
 run_noise learns from every run, failed ones included, robustly: from the differences between
@@ -123,10 +124,31 @@ def run_noise(series, trusted=None, prior_sigma=None):
             "clipped": clipped}
 
 
+# A prior the host's own runs reject: their variance is outside the central 99.8 % of what the prior's
+# would give over their dof (chi-square, two-sided at 0.1 % a side).
+PRIOR_CONFLICT_Z = NormalDist().inv_cdf(1 - 0.001)
+
+
+def prior_conflicts(own_sigma, own_dof, prior_sigma):
+    """Whether the host's own noise (``own_sigma`` over ``own_dof``) rejects the prior's: own_dof * s^2 /
+    s0^2 is chi-square with own_dof dof if the prior is right (Wilson-Hilferty's normal approximation
+    of its cube root). A stated prior is a placeholder for a host without history (e.g. 20 % for the
+    lab's CPU engine under CI load); a host that shows 1.5 % over 38 dof, or 17 % over 10 against a 2 %
+    prior, is not what it says, and pooling with it would keep a wrong scale for ever."""
+    if own_sigma is None or prior_sigma is None or not own_dof or own_dof < 2 or prior_sigma <= 0 or own_sigma <= 0:
+        return False   # no spread at all (a noiseless double, identical figures) says nothing about the scale
+    x = own_dof * own_sigma ** 2 / prior_sigma ** 2
+    spread = 2 / (9 * own_dof)
+    z = ((x / own_dof) ** (1 / 3) - (1 - spread)) / math.sqrt(spread)
+    return abs(z) > PRIOR_CONFLICT_Z
+
+
 def moderate(own_sigma, own_dof, prior_sigma, prior_dof):
     """(sigma, dof): the host's own noise moderated by a prior, s^2 = (d0 s0^2 + d s^2) / (d0 + d) with
-    d0 + d degrees of freedom (Smyth 2004, limma's moderated t). Either side may be missing (sigma None
-    or dof 0); both missing: (None, 0)."""
+    d0 + d degrees of freedom (Smyth 2004, limma's moderated t); the host's own alone where it rejects the
+    prior (prior_conflicts). Either side may be missing (sigma None or dof 0); both missing: (None, 0)."""
+    if prior_conflicts(own_sigma, own_dof, prior_sigma):
+        return own_sigma, own_dof
     parts = [(s, d) for s, d in ((own_sigma, own_dof), (prior_sigma, prior_dof)) if s is not None and d and d > 0]
     dof = sum(d for _s, d in parts)
     if not dof:
