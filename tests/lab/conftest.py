@@ -10,11 +10,11 @@ warm, nothing else running); a module not listed goes last. Re-measure with `--d
 MODULE_SECONDS = {
     "test_real_sglang_lab.py": 1566,  # one cold full-profile install, four real starts, the router rollout (457 s)
     "test_verify_lab.py": 801,
-    "test_regression_lab.py": 1000,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (~330 s)
+    "test_regression_lab.py": 1180,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (~330 s), its limits and output check (~180 s)
     "test_rollout_recovery_lab.py": 628,
     "test_model_lab.py": 571,  # its own hub, 8 stagings and rollbacks
     "test_bad_inputs_lab.py": 559,
-    "test_router_lab.py": 455,
+    "test_router_lab.py": 515,  # + a tune behind the router (~60 s)
     "test_audit_lab.py": 334,
     "test_deploy_lab.py": 323,
     "test_rollout_lab.py": 261,
