@@ -39,7 +39,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / ".collections")]
 import yaml  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
-from wheels import CACHE, _pip_python, sglang_source_tree  # noqa: E402  (the tests' shared wheel cache)
+from wheels import msgspec_dir, sglang_source_tree  # noqa: E402  (the tests' shared wheel cache)
 
 from ansible_collections.sglang.fleet.plugins.module_utils import source as reader  # noqa: E402
 from ansible_collections.sglang.fleet.plugins.module_utils.source.optimisations import SHORT, Status  # noqa: E402
@@ -50,8 +50,6 @@ OUT = REPO / "docs" / "release-sweep.md"
 CT129 = REPO / "inventories" / "lab" / "host_vars" / "ct129.yml"
 PYPI_JSON = "https://pypi.org/pypi/sglang/json"
 OLDEST = Version("0.4.6")
-MSGSPEC = "msgspec==0.23.0"   # era C's arg_groups are msgspec Structs (the tests' pin)
-MSGSPEC_DIR = CACHE / f"msgspec-py{sys.version_info.major}{sys.version_info.minor}"
 DOWNLOADS = 2                 # parallel wheel downloads (the machine has 2 cores)
 
 # Probe argvs after "--model-path m": (column label, argv). Each is validated by the reader and
@@ -144,15 +142,6 @@ def write_pinned(versions: list[str]) -> None:
 # --------------------------------------------------------------------------------------
 # The real parser (a throwaway `python -S` interpreter)
 # --------------------------------------------------------------------------------------
-
-def msgspec_dir() -> pathlib.Path:
-    if not (MSGSPEC_DIR / "msgspec").is_dir():
-        subprocess.run([_pip_python(), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        "--only-binary=:all:", "--python-version",
-                        f"{sys.version_info.major}.{sys.version_info.minor}",
-                        "--target", str(MSGSPEC_DIR), MSGSPEC], check=True, capture_output=True)
-    return MSGSPEC_DIR
-
 
 def real_parser(pkg: pathlib.Path, parse: list | None = None):
     """The real parser's actions (a dict), or with ``parse`` its verdict on each argv."""

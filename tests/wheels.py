@@ -39,7 +39,7 @@ VERSIONS = (
 )
 
 
-def _pip_python() -> str:
+def pip_python() -> str:
     """A Python interpreter that has pip: this one if possible (the dev venv has none)."""
     candidates = [sys.executable, shutil.which("python3"), shutil.which("python")]
     for exe in candidates:
@@ -64,7 +64,7 @@ def sglang_wheel(version: str) -> pathlib.Path:
         if wheel is not None:
             return wheel
         with tempfile.TemporaryDirectory(dir=WHEELS, prefix=".dl-") as tmp:
-            cmd = [_pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            cmd = [pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                    "--disable-pip-version-check", "-q", f"sglang=={version}", "-d", tmp]
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
             if proc.returncode != 0:
@@ -105,6 +105,20 @@ def sglang_source_tree(version: str) -> pathlib.Path:
                 shutil.rmtree(tmp, ignore_errors=True)
         marker.write_text(wheel.name + "\n")
     return pkg
+
+
+# era C's arg_groups are msgspec Structs: the real parser of 0.5.20+ needs it beside the stdlib
+MSGSPEC = "msgspec==0.23.0"
+MSGSPEC_DIR = CACHE / f"msgspec-py{sys.version_info.major}{sys.version_info.minor}"
+
+
+def msgspec_dir() -> pathlib.Path:
+    """A folder holding the pinned msgspec for this Python (installed once into the cache)."""
+    if not (MSGSPEC_DIR / "msgspec").is_dir():
+        subprocess.run([pip_python(), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--only-binary=:all:", "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                        "--target", str(MSGSPEC_DIR), MSGSPEC], check=True, capture_output=True)
+    return MSGSPEC_DIR
 
 
 class _lock:

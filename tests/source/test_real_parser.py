@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from wheels import CACHE, VERSIONS, _pip_python, sglang_source_tree
+from wheels import VERSIONS, msgspec_dir, sglang_source_tree
 
 from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     FLAG_HISTORY,
@@ -22,21 +22,9 @@ from ansible_collections.sglang.fleet.plugins.module_utils.source import (
 
 pytestmark = pytest.mark.wheels
 DUMP = pathlib.Path(__file__).with_name("real_parser_dump.py")
-MSGSPEC = CACHE / f"msgspec-py{sys.version_info.major}{sys.version_info.minor}"
-
-
-def _msgspec_dir() -> pathlib.Path:
-    if not (MSGSPEC / "msgspec").is_dir():
-        subprocess.run([_pip_python(), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        "--only-binary=:all:", "--python-version",
-                        f"{sys.version_info.major}.{sys.version_info.minor}",
-                        "--target", str(MSGSPEC), "msgspec"], check=True, capture_output=True)
-    return MSGSPEC
-
-
 def _real_parser(version: str, *args: str, stdin: str | None = None):
     tree = sglang_source_tree(version).parent
-    extra = [str(_msgspec_dir())] if vtuple(version) >= (0, 5, 20) else []
+    extra = [str(msgspec_dir())] if vtuple(version) >= (0, 5, 20) else []
     proc = subprocess.run([sys.executable, "-S", "-s", str(DUMP), *args, str(tree), *extra], input=stdin,
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,7 +11,7 @@ import tempfile
 import zipfile
 
 import pytest
-from wheels import CACHE, WHEELS, _lock, _pip_python
+from wheels import CACHE, WHEELS, _lock, pip_python
 
 pytestmark = pytest.mark.wheels
 
@@ -28,7 +28,7 @@ def package():
         if not (dest / ".complete").exists():
             wheels = sorted(WHEELS.glob(f"sglang_router-{VERSION}-*manylinux*x86_64*.whl"))
             if not wheels:
-                subprocess.run([_pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+                subprocess.run([pip_python(), "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
                                 "--disable-pip-version-check", "--platform", "manylinux2014_x86_64",
                                 f"sglang-router=={VERSION}", "-d", str(WHEELS)], check=True)
                 wheels = sorted(WHEELS.glob(f"sglang_router-{VERSION}-*manylinux*x86_64*.whl"))
