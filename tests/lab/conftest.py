@@ -3,26 +3,26 @@
 ones do not start last and run alone.
 
 Seconds per module (fleet setup included), measured with three workers beside molecule on the
-2-core CI-class machine in a fresh-clone `.ci/run` of f48fe0f, 2026-12-06 (83 tests in 39 min, caches
-warm, nothing else running); a module not listed goes last. Re-measure with `--durations=0`.
+2-core CI-class machine in a fresh-clone `.ci/run` of 3d012d1, 2026-12-06 (88 tests in 42 min, caches
+warm, a nice-19 offline job beside it); a module not listed goes last. Re-measure with `--durations=0`.
 """
 
 MODULE_SECONDS = {
-    "test_real_sglang_lab.py": 1566,  # one cold full-profile install, four real starts, the router rollout (457 s)
-    "test_verify_lab.py": 801,
-    "test_regression_lab.py": 1180,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (~330 s), its limits and output check (~180 s)
-    "test_rollout_recovery_lab.py": 628,
-    "test_model_lab.py": 571,  # its own hub, 8 stagings and rollbacks
-    "test_bad_inputs_lab.py": 559,
-    "test_router_lab.py": 515,  # + a tune behind the router (~60 s)
-    "test_audit_lab.py": 334,
-    "test_deploy_lab.py": 323,
-    "test_rollout_lab.py": 261,
-    "test_multinode_lab.py": 197,
-    "test_pd_lab.py": 149,
-    "test_secrets_lab.py": 117,
-    "test_upgrade_preview_lab.py": 82,
-    "test_supply_chain_lab.py": 62,
+    "test_regression_lab.py": 1733,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (822 s), its limits and output check (260 s)
+    "test_real_sglang_lab.py": 1264,  # one cold full-profile install, four real starts, the router rollout (409 s)
+    "test_verify_lab.py": 705,
+    "test_rollout_recovery_lab.py": 705,
+    "test_router_lab.py": 466,  # a tune behind the router (124 s)
+    "test_model_lab.py": 431,  # its own hub, 8 stagings and rollbacks
+    "test_deploy_lab.py": 389,
+    "test_bad_inputs_lab.py": 320,
+    "test_audit_lab.py": 289,
+    "test_rollout_lab.py": 284,
+    "test_multinode_lab.py": 245,
+    "test_pd_lab.py": 211,
+    "test_secrets_lab.py": 165,
+    "test_supply_chain_lab.py": 80,
+    "test_upgrade_preview_lab.py": 76,
     "test_lab_tool.py": 16,
 }
 
