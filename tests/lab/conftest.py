@@ -3,7 +3,7 @@
 ones do not start last and run alone.
 
 Seconds per module (fleet setup included), measured with three workers beside molecule on the
-2-core CI-class machine in a fresh-clone `.ci/run` of 3d012d1, 2026-12-06 (88 tests in 42 min, caches
+2-core CI-class machine in a fresh-clone `.ci/run` of 3afb102, 2026-12-06 (88 tests in 42 min, caches
 warm, a nice-19 offline job beside it); a module not listed goes last. Re-measure with `--durations=0`.
 """
 
