@@ -139,7 +139,8 @@ def main():
         if not p["python_version"]:
             raise WheelError(f"the host's Python is unknown ({(p['host_facts'] or {}).get('python_error') or 'not probed'})")
         uv = find_uv()
-        release = release_facts(lambda argv: module.run_command(argv, check_rc=False), uv, p["dest"], p["version"],
+        # run_command itself: release_facts downloads with run(argv, environ_update=...) (check_rc is False by default)
+        release = release_facts(module.run_command, uv, p["dest"], p["version"],
                                 p["python_version"], p["architecture"], p["glibc"], p["extra_pins"], p["profile"],
                                 p["retries"], Pypi(p["dest"], p["index_url"]))
     except WheelError as exc:
