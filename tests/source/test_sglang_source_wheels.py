@@ -154,6 +154,15 @@ def test_fusion_never_on_sm86(src, version):
     assert "SM86" in f.reason
 
 
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.18", "0.5.23"])
+def test_fusion_on_two_nodes_of_an_unknown_gpu_says_why_it_is_off(src, version):
+    """A multi-node server whose GPUs the controller cannot see (no declaration, no nvidia-smi): the
+    prediction names both reasons; it raised TypeError (None // 10) on releases with the SM100 exception."""
+    f = _finding(predict(src(version), {"tp_size": 8, "nnodes": 2}, {}, QWEN36), "FlashInfer all-reduce fusion")
+    assert f.status == "off by default" and "compute capability unknown" in f.reason, f
+    assert "more than one node" in f.reason or version == "0.5.11", f
+
+
 def test_fusion_on_for_h100_tp2(src):
     s = src("0.5.11")
     f = _finding(predict(s, {"tp_size": 2}, H100x2, QWEN36), "FlashInfer all-reduce fusion")

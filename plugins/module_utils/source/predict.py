@@ -308,7 +308,8 @@ def _fusion(src, args, hardware, arch, sm, gpu, tp, nnodes, dp_attn, rf) -> Find
         reasons.append("tp_size is 1")
     if dp_attn:
         reasons.append("DP attention is on")
-    if nnodes > 1 and (d.get("single_node") and not (d.get("single_node_only_sm90") and sm // 10 == 10)):
+    # unknown compute capability: the single-node rule is taken to apply (SM100 is its one exception)
+    if nnodes > 1 and (d.get("single_node") and not (d.get("single_node_only_sm90") and sm is not None and sm // 10 == 10)):
         reasons.append("more than one node")
     if d.get("excludes_h20") and "H20" in str(gpu) and "H200" not in str(gpu):
         reasons.append("H20 is excluded in this release")
