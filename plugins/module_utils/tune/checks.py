@@ -20,7 +20,7 @@ import math
 import re
 import statistics
 
-from ansible_collections.sglang.fleet.plugins.module_utils.tune.search import HELD_BACK
+from ansible_collections.sglang.fleet.plugins.module_utils.tune.search import HELD_BACK, same_value
 from ansible_collections.sglang.fleet.plugins.module_utils.tune.session import TuneError
 
 LIMIT_NAME = re.compile(r"^(ttft|itl|e2e)_ms_p(50|90|99)@([1-9][0-9]*)$")
@@ -145,7 +145,7 @@ def needs_outputs(check, incumbent, candidate, first_step):
     any flag can change outputs, and a candidate that changes one of those flags."""
     if not check or not check["flags"]:
         return False
-    return first_step or any(candidate.get(f) != incumbent.get(f) for f in check["flags"])
+    return first_step or any(not same_value(candidate.get(f), incumbent.get(f)) for f in check["flags"])
 
 
 def outputs_differ(check, outputs):
