@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from ansible_collections.sglang.fleet.plugins.module_utils.tune import session
 from ansible_collections.sglang.fleet.plugins.module_utils.tune.search import DEFAULTS, next_step, plan, record
 
 COST = {"restart_s": 180, "measure_s": 60}
@@ -72,6 +73,10 @@ def test_finds_the_known_optimum_on_a_noiseless_surface():
     best = optimum(SPACE, truth)
     assert result["won"] and result["winner"] == best
     assert result["interval"][0] <= truth(best) / truth(INCUMBENT) - 1 <= result["interval"][1]
+    # each of its three changes earned its place: the best without it was clearly worse
+    assert [(c["flag"], c["kept"]) for c in result["earned"]] == [
+        ("speculative_num_steps", True), ("cuda_graph_max_bs", True), ("schedule_policy", True)]
+    assert all(c["why"].endswith("over the best without it") for c in result["earned"]), result["earned"]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -145,6 +150,32 @@ def test_a_tie_goes_to_the_incumbent():
             result = steps[-1]["result"]
             assert not result["won"] and result["winner"] == INCUMBENT and result["gain"] is None
             assert "incumbent stays" in result["message"]
+
+
+def test_a_change_that_won_its_tie_by_noise_is_dropped_before_the_claim():
+    """lpm is worth nothing here, but its first measurement comes out 1.5 % high (beyond the 1 % tie): the
+    search takes it while screening. Before the claim each change of the best is judged alone: the best
+    without lpm is measured again, its median within the 1 % tie of the best's, and lpm is dropped -- the
+    winner changes only what pays, and the result says why lpm is not in it."""
+    seen = set()
+
+    def surface(flags):
+        lucky = flags["schedule_policy"] == "lpm" and json.dumps(flags, sort_keys=True) not in seen
+        seen.add(json.dumps(flags, sort_keys=True))
+        return truth(dict(flags, schedule_policy="fcfs")) * (1.015 if lucky else 1.0)
+
+    state, steps = drive(surface)
+    result = steps[-1]["result"]
+    assert any(s["action"] == "measure" and s["candidate"]["schedule_policy"] == "lpm" for s in steps)
+    assert result["won"] and result["winner"] == dict(optimum(SPACE, truth), schedule_policy="fcfs")
+    policy = next(c for c in result["earned"] if c["flag"] == "schedule_policy")
+    assert (policy["kept"], policy["from"], policy["to"]) == (False, "fcfs", "lpm")
+    assert policy["why"].endswith("over the best without it: within 0.5 %, dropped"), policy
+    assert any("earn its place" in s.get("why", "") for s in steps[:-1])
+    lines = session.answer_lines("ct129", result, "decode_tok_s@1")
+    assert not lines[0].endswith("schedule_policy fcfs -> lpm"), lines[0]
+    assert any(ln.startswith("  each change alone: schedule_policy fcfs -> lpm left out: ") for ln in lines), lines
+    assert any(ln.startswith("  each change alone: speculative_num_steps 1 -> 4 kept: +") for ln in lines), lines
 
 
 def test_a_win_is_confirmed_on_a_fresh_restart_before_it_is_declared():

@@ -20,7 +20,8 @@ against the leader, up to ``max_measurements`` each. The flag takes the first va
 whose figure is within ``tie`` (1 %) of the leader's: ties go to the smaller value, as vLLM's
 tune_speculative_k gives ties within 1 % to the smaller K (a smaller value also leaves memory to the other
 flags). When a pass over the flags moved anything, a second pass starts from the new best (flags
-interact). Ties with the incumbent go to the incumbent: the result must beat it beyond the noise.
+interact). Ties with the incumbent go to the incumbent: the result must beat it beyond the noise, and
+so must each of its changes: the best without it must be clearly worse (_start_earn), or it is dropped.
 
 A candidate that does not start (a crash, out of memory, a failed health wait) is recorded with the
 reason the caller gives and never started again. In a ``memory_up`` flag (larger values take more
@@ -45,6 +46,7 @@ import copy
 import itertools
 import json
 import math
+import statistics
 
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise
 
@@ -60,11 +62,15 @@ VERSION = 1
 # verify gates' (run_noise_prior_pct 2, run_noise_prior_dof 4): a CPU host gives its own (cpu1: 20 %).
 # grid_share 0.25: the search never takes more than a quarter of measuring every configuration once,
 # except on a grid of small_grid configurations or fewer (one or two flags), where that would leave
-# room for a candidate or two: there the budget alone bounds it.
+# room for a candidate or two: there the budget alone bounds it. earn_tie 0.005: a change of a
+# several-flag best worth no more than 0.5 % alone is left out (_start_earn); at 1 % the winners of
+# bench/tune_offline.py at 1 % noise reached 97 % of the optimum on 89 % of surfaces (92 % without the
+# check), at 0.5 % on 90 %, while winners carrying a change truly worth nothing fell from 38 to 20.
 DEFAULTS = {
     "alpha": 0.05,
     "min_effect": 0.02,
     "tie": 0.01,
+    "earn_tie": 0.005,
     "power": 0.95,
     "incumbent_measurements": 2,
     "max_measurements": 3,
@@ -205,7 +211,7 @@ def plan(space, incumbent, budget_s, cost_model, settings=None):
         "cost": cost, "budget_s": limit, "asked_budget_s": float(budget_s), "grid_s": grid_s, "used_s": 0.0, "measurements": 0, "restarts": 0,
         "plan": budget, "configs": {key: _config(incumbent, "incumbent", 0)}, "best": key, "running": None,
         "phase": "incumbent", "cursor": None, "out_of_time": False, "claim": None, "confirm": None,
-        "pairs": None, "race": None, "drift": None,
+        "pairs": None, "race": None, "earn": None, "drift": None,
         "noise": {"sigma": cfg["noise_sigma"], "dof": cfg["noise_dof"], "basis": "the prior"},
         "result": None,
     }
@@ -291,6 +297,9 @@ def _advance(state):
         return
     if state["phase"] == "race":
         _advance_race(state)
+        return
+    if state["phase"] == "earn":
+        _advance_earn(state)
         return
     while True:
         cur = state["cursor"]
@@ -635,7 +644,94 @@ def _advance_race(state):
         state["out_of_time"] = True
     if alive:
         state["best"] = _leader(state, alive)
-    _claim(state)
+    _start_earn(state)
+
+
+def _start_earn(state):
+    """Every change must earn its place: where the best changes several flags, each change is judged
+    alone against the best without it (that flag at the incumbent's value). A change worth no more
+    than earn_tie is dropped and the best becomes the best without it: a flag that won its tie by
+    noise (at 2 % a run, a change worth nothing beats the tie one time in three) is not written into
+    the inventory, nor credited with a gain it does not bring. Then the claim."""
+    state["phase"] = "earn"
+    state["earn"] = {"checked": [], "checks": []}
+    _advance_earn(state)
+
+
+def _advance_earn(state):
+    """Judge the next change: kept once the best leads the best without it by more than earn_tie
+    (medians: one slow moment does not decide) and clearly (compare_runs' fail, one-sided at alpha), or
+    when the best without it could not run; dropped once, on two measurements each or more, the best
+    leads by no more than earn_tie. In between, the fewer-measured of the two is measured again, race_measurements
+    each at most; where that ends it undecided (or out of time), a change that leads by more than
+    earn_tie is kept, saying so, and one never measured without is kept unjudged."""
+    cfg, earn = state["settings"], state["earn"]
+    while True:
+        best = state["best"]
+        changes = _changes(state, state["configs"][best]["flags"])
+        todo = [f for f in changes if f not in earn["checked"]]
+        if len(changes) < 2 or not todo:
+            _claim(state)
+            return
+        flag = todo[0]
+        key = _without(state, best, flag)
+        without = state["configs"][key]
+        figures, best_figures = without["figures"], state["configs"][best]["figures"]
+        if without["status"] in ("infeasible", "skipped"):
+            _earned(state, flag, True, f"the best without it could not run ({without['why']})")
+            continue
+        res = _compare(state, figures, best_figures, cfg["earn_tie"]) if figures else None
+        leads = res and _median_gain(figures, best_figures) > cfg["earn_tie"]
+        if leads and res["verdict"] == "fail":
+            _earned(state, flag, True, f"{_gain_text(res)} over the best without it")
+            continue
+        tie = res and not leads and min(len(figures), len(best_figures)) >= 2
+        open_ = [k for k in (key, best) if len(state["configs"][k]["figures"]) < cfg["race_measurements"]]
+        again = min(open_, key=lambda k: len(state["configs"][k]["figures"])) if open_ and not tie else None
+        restart = state["running"] != again
+        if again and not _affordable(state, measurement_cost(state["cost"], 1, restart)):
+            state["out_of_time"], again = True, None
+        if again:
+            config = state["configs"][again]
+            state["next"] = {"action": "measure", "candidate": copy.deepcopy(config["flags"]), "measurements": 1,
+                             "restart": restart,
+                             "why": (f"does {flag} {changes[flag][0]} -> {changes[flag][1]} earn its place in the best "
+                                     f"({_changes_text(state, state['configs'][best]['flags'])})? "
+                                     + ("the best without it" if again == key else "the best") +
+                                     f" again ({len(config['figures']) + 1} of at most {cfg['race_measurements']})")}
+            return
+        if not res:
+            _earned(state, flag, True, "not judged: no time to measure the best without it")
+        elif leads:
+            _earned(state, flag, True, f"{_gain_text(res)} over the best without it, not shown beyond the noise "
+                                       f"({'out of time' if state['out_of_time'] else 'measured as often as the race'})")
+        else:
+            _earned(state, flag, False, f"{_gain_text(res)} over the best without it: within {cfg['earn_tie'] * 100:g} %, "
+                                        "dropped")
+            without["status"] = "alive"
+            state["best"] = key
+            earn["checked"] = [f for f in earn["checked"] if f not in changes]   # the kept ones, judged again
+
+
+def _median_gain(without, best):
+    """The best's lead over the best without a change, median against median."""
+    return statistics.median(best) / statistics.median(without) - 1
+
+
+def _without(state, key, flag):
+    """The key of configuration ``key`` with ``flag`` at the incumbent's value; added to the configs."""
+    flags = dict(state["configs"][key]["flags"], **{flag: state["incumbent"][flag]})
+    other = _key(flags)
+    if other not in state["configs"]:
+        state["configs"][other] = _config(flags, "new", state["settings"]["passes"])
+    return other
+
+
+def _earned(state, flag, kept, why):
+    """Record a change's judgement (the latest one per flag is what the result shows)."""
+    state["earn"]["checked"].append(flag)
+    change = _changes(state, state["configs"][state["best"]]["flags"])[flag]
+    state["earn"]["checks"].append({"flag": flag, "from": change[0], "to": change[1], "kept": kept, "why": why})
 
 
 def _claim(state):
@@ -710,12 +806,13 @@ def _done(state, won, message, res=None):
 
 # -------------------------------------------------------------------------------------- the comparison
 
-def _compare(state, current, reference):
+def _compare(state, current, reference, min_effect=None):
     """noise.compare_runs of ``current``'s figures against ``reference``'s at the state's noise: a
     'fail' means current is clearly below reference (one-sided at alpha, a gain of reference over
-    current of at least min_effect)."""
+    current of at least ``min_effect``, by default the settings')."""
     cfg, est = state["settings"], state["noise"]
-    loss = 1 - 1 / (1 + cfg["min_effect"])   # compare_runs' min_effect is a loss; ours is a gain
+    gain = cfg["min_effect"] if min_effect is None else min_effect
+    loss = 1 - 1 / (1 + gain)   # compare_runs' min_effect is a loss; ours is a gain
     return noise.compare_runs(list(current), list(reference), est["sigma"], est["dof"], alpha=cfg["alpha"],
                               power=cfg["power"], min_effect=loss, basis=est["basis"])
 
@@ -778,7 +875,13 @@ def _result(state, won, message, res):
             "message": message, "rows": rows, "used_s": state["used_s"], "budget_s": state["budget_s"],
             "measurements": state["measurements"], "restarts": state["restarts"],
             "out_of_time": state["out_of_time"], "noise": copy.deepcopy(state["noise"]),
-            "drift": copy.deepcopy(state.get("drift"))}
+            "drift": copy.deepcopy(state.get("drift")), "earned": _earned_checks(state)}
+
+
+def _earned_checks(state):
+    """Each change judged on its own (_start_earn), the latest judgement per flag, in the space's order."""
+    latest = {c["flag"]: c for c in (state.get("earn") or {"checks": []})["checks"]}
+    return [copy.deepcopy(latest[d["flag"]]) for d in state["space"] if d["flag"] in latest]
 
 
 def _row(state, key, won):
@@ -847,8 +950,9 @@ def _settings(settings):
     if unknown:
         raise ValueError(f"unknown tuning settings {sorted(unknown)}: known are {sorted(DEFAULTS)}")
     cfg.update(settings or {})
-    if not 0 < cfg["alpha"] < 0.5 or not 0 <= cfg["min_effect"] < 1 or not 0 <= cfg["tie"] < 1 or not 0 < cfg["power"] < 1:
-        raise ValueError("alpha must be in (0, 0.5), min_effect and tie in [0, 1), power in (0, 1)")
+    if not 0 < cfg["alpha"] < 0.5 or not 0 <= cfg["min_effect"] < 1 or not 0 <= cfg["tie"] < 1 or not 0 < cfg["power"] < 1 \
+            or not 0 <= cfg["earn_tie"] < 1:
+        raise ValueError("alpha must be in (0, 0.5), min_effect, tie and earn_tie in [0, 1), power in (0, 1)")
     for name in ("incumbent_measurements", "confirm_measurements", "max_measurements", "passes", "noise_dof",
                  "race_measurements"):
         if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:

@@ -170,12 +170,16 @@ def left_on_table(result):
 
 
 def answer_lines(host, result, metric, refused=()):
-    """What the user reads: the verdict, then one line per candidate (figure, gain against the
-    incumbent with its interval, verdict, why), the values the release refused, the time it took."""
+    """What the user reads: the verdict, how each change of a several-flag best was judged alone, then
+    one line per candidate (figure, gain against the incumbent with its interval, verdict, why), the
+    values the release refused, the time it took."""
     unit = "tok/s"
     head = (f"{host}: tuned {metric}: " + (f"the winner {left_on_table(result)}" if result["won"] else
                                            f"the incumbent stays: {result['message']}"))
     lines = [head]
+    for check in result.get("earned") or ():
+        lines.append(f"  each change alone: {check['flag']} {_show(check['from'])} -> {_show(check['to'])} "
+                     f"{'kept' if check['kept'] else 'left out'}: {check['why']}")
     for row in result["rows"]:
         figure = f"{row['figure']:.1f} {unit}" if row.get("figure") is not None else "-"
         gain = ""
