@@ -25,9 +25,10 @@ Printed per noise level: the share of surfaces whose winner reaches 97 % of the 
 the measurement time used against the exhaustive grid's (every configuration restarted and measured once,
 a configuration that does not start costing its restart); the wins declared, and those a fresh
 confirmation (the winner and the incumbent measured again, as many times as the search's confirmation
-and first series, the same one-sided test) does not reproduce, and those truly below min_effect; claims
-the search's own confirmation turned down; and drops: configurations dropped as clearly worse whose true
-figure was at least the one they were dropped against (false drops), or within min_effect of it.
+and the incumbent's second series, the same one-sided test) does not reproduce, and those truly below
+min_effect; claims the search's own confirmation turned down; and drops: configurations dropped as
+clearly worse whose true figure was at least the one they were dropped against (false drops), or within
+min_effect of it.
 """
 
 from __future__ import annotations
@@ -183,8 +184,8 @@ def judge_search(surface, state, draw, cost, rng):
            "claimed": state["claim"] is not None, "won": res["won"], "true_gain": win / inc - 1,
            "changes": res["changes"]}
     if res["won"]:   # a fresh confirmation: both measured again, the same test
-        fresh = [win * draw(rng) for _ in range(cfg["confirm_measurements"])]
-        again = [inc * draw(rng) for _ in range(cfg["incumbent_measurements"])]
+        fresh = [win * draw(rng) for _ in range(len(state["confirm"]["figures"]))]
+        again = [inc * draw(rng) for _ in range(len(state["drift"]["figures"]))]
         check = noise.compare_runs(again, fresh, res["noise"]["sigma"], res["noise"]["dof"], alpha=cfg["alpha"],
                                    min_effect=1 - 1 / (1 + cfg["min_effect"]))
         out["reproduced"] = check["verdict"] == "fail"

@@ -15,8 +15,14 @@ turn, and a direction stops at a value clearly worse than the best (one peak per
 speculative steps and batch sizes have). A categorical flag tries each value. Every candidate gets one
 measurement; a value is dropped as soon as it is clearly worse than the flag's leader (the highest
 figure): the verify gates' comparison (noise.compare_runs, one-sided at ``alpha``, a gap of at least
-``min_effect``) says so. Measuring again is kept for what decides the flag: the value it would take now
-against the leader, up to ``max_measurements`` each. The flag takes the first value, in the space's order,
+``min_effect``) says so. Measuring again is kept for what decides the flag. A candidate whose one
+figure leads the flag, or trails its leader by less than one standard error of their difference, is
+measured again at once, while it still runs (a measurement's cost, no restart), until its level is
+known within ``min_effect`` at the host's noise (_known: 1 measurement on a quiet host, 3-4 at 2 %),
+and before anything is dropped against it: at 2 % noise one figure is as likely to be a lucky draw as
+a better value, and a lucky leader would drop the values it only seems to beat, ending their
+direction. Then the value the flag would take now against the leader, up to ``max_measurements``
+each. The flag takes the first value, in the space's order,
 whose figure is within ``tie`` (1 %) of the leader's: ties go to the smaller value, as vLLM's
 tune_speculative_k gives ties within 1 % to the smaller K (a smaller value also leaves memory to the other
 flags). When a pass over the flags moved anything, a second pass starts from the new best (flags
@@ -31,13 +37,18 @@ equal, is skipped: it would fail the same way.
 The best found is a win only when it beats the incumbent on the search's measurements **and** on a
 confirmation: a fresh restart of it, measured again and judged alone against the incumbent. The search's
 figure of the best is the largest of many noisy figures (the winner's curse); the confirmation is not
-selected, so its one-sided test holds its ``alpha``. The run-to-run noise is the caller's prior (the
-host's verify history, or the verify gates' stated prior) moderated with what the search's own repeated
-measurements show (noise.run_noise, noise.moderate).
+selected, so its one-sided test holds its ``alpha``. When the best leads the incumbent but within the
+noise, the incumbent and then the best are measured again (up to _sized) before the claim is judged.
+The confirmation and the incumbent's second series are sized to the noise when the claim is made
+(before any of their figures): the fewest measurements whose comparison detects twice ``min_effect``
+with ``power`` (compare_runs' ``detectable``), ``confirm_measurements`` / ``incumbent_measurements``
+at least, ``most_measurements`` at most, fewer when the budget left does not hold them. The
+run-to-run noise is the caller's prior (the host's verify history, or the verify gates' stated prior)
+moderated with what the search's own repeated measurements show (noise.run_noise, noise.moderate).
 
 Every measurement costs ``measure_s``, a restart ``restart_s`` (the caller's cost model); the plan says
 up front which candidates fit the budget, and the search never starts a measurement that would leave
-too little for the confirmation.
+too little for the confirmation (as large as the noise measured so far sizes it).
 """
 
 from __future__ import annotations
@@ -66,6 +77,9 @@ VERSION = 1
 # several-flag best worth no more than 0.5 % alone is left out (_start_earn); at 1 % the winners of
 # bench/tune_offline.py at 1 % noise reached 97 % of the optimum on 89 % of surfaces (92 % without the
 # check), at 0.5 % on 90 %, while winners carrying a change truly worth nothing fell from 38 to 20.
+# most_measurements 8: the most the noise may ask of one series (a follow-up, the confirmation, the
+# incumbent's second series); at a GPU host's 2 % the confirmation and the incumbent's second series
+# take 8 each, at 1 % mostly 2-5 (bench/tune_offline.md).
 DEFAULTS = {
     "alpha": 0.05,
     "min_effect": 0.02,
@@ -84,6 +98,7 @@ DEFAULTS = {
     "race_measurements": 4,
     "grid_share": 0.25,
     "small_grid": 12,
+    "most_measurements": 8,
 }
 # What a configuration that ran out of memory says (PyTorch's, CUDA's and SGLang's own wording): only
 # such a failure rules out the configurations that take more memory; a crash for another reason rules
@@ -301,6 +316,9 @@ def _advance(state):
     if state["phase"] == "earn":
         _advance_earn(state)
         return
+    if state["phase"] == "claim":
+        _claim(state)
+        return
     while True:
         cur = state["cursor"]
         if cur["dimension"] >= len(state["space"]):
@@ -309,25 +327,30 @@ def _advance(state):
                 continue
             _start_pairs(state)
             return
-        _drop_clearly_worse(state)
-        key = _frontier(state)
-        why = None
+        key, count = _follow_up(state), 1
         if key:
-            why = _screen_why(state, key)
+            count = _known(state) - len(state["configs"][key]["figures"])
+            why = _follow_up_why(state, key, count)
         else:
-            key = _again(state)
+            _drop_clearly_worse(state)
+            key = _frontier(state)
+            why = None
             if key:
-                why = _again_why(state, key)
+                why = _screen_why(state, key)
+            else:
+                key = _again(state)
+                if key:
+                    why = _again_why(state, key)
         if key is None:
             _settle(state)
             continue
         restart = state["running"] != key
-        if not _affordable(state, measurement_cost(state["cost"], 1, restart)):
+        if not _affordable(state, measurement_cost(state["cost"], count, restart)):
             _mark(state, key, "not tried", "out of time")
             _out_of_time(state)
             continue
         state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["configs"][key]["flags"]),
-                         "measurements": 1, "restart": restart, "why": why}
+                         "measurements": count, "restart": restart, "why": why}
         return
 
 
@@ -441,6 +464,45 @@ def _drop_clearly_worse(state, keys=None):
             state["configs"][k].update(status="dropped", against=lead,
                                        why=f"clearly worse than {_changes_text(state, state['configs'][lead]['flags'])}: "
                                            + _loss_text(res))
+
+
+def _follow_up(state):
+    """The configuration just measured, to measure again while it still runs (no restart), or None: when
+    its figure leads this flag or trails the leader by at most one standard error of their difference, and
+    its level is not yet known within min_effect (_known). Asked before anything is dropped against it."""
+    key = state["running"]
+    keys = _slice(state)
+    if key not in keys or len(keys) < 2 or len(state["configs"][key]["figures"]) >= _known(state):
+        return None
+    lead = _leader(state, keys)
+    if key == lead:
+        return key
+    mine, theirs = state["configs"][key]["figures"], state["configs"][lead]["figures"]
+    gap = math.log(noise.geomean(theirs) / noise.geomean(mine))
+    return key if gap <= state["noise"]["sigma"] * math.sqrt(1 / len(mine) + 1 / len(theirs)) else None
+
+
+def _known(state):
+    """The measurements that put a configuration's level within min_effect at one-sided alpha at the
+    state's noise: t(1 - alpha) sigma / sqrt(n) <= ln(1 + min_effect), most_measurements at most. 1 on a
+    quiet host (sigma up to 1.1 %), 3 or 4 at 2 %, the cap at a CPU host's 18 %."""
+    cfg, est = state["settings"], state["noise"]
+    t = noise.t_quantile(1 - cfg["alpha"], est["dof"])
+    return max(1, min(cfg["most_measurements"], math.ceil((t * est["sigma"] / math.log(1 + cfg["min_effect"])) ** 2)))
+
+
+def _sized(state, least):
+    """A series compared with the incumbent's (the claim, the confirmation, the incumbent's second series):
+    the fewest measurements, at least ``least``, whose compare_runs against as many detects twice
+    min_effect with ``power`` at the state's noise; most_measurements at most (``least`` if more)."""
+    cfg, est = state["settings"], state["noise"]
+    loss = 1 - 1 / (1 + cfg["min_effect"])
+    for n in range(least, max(least, cfg["most_measurements"]) + 1):
+        res = noise.compare_runs([1.0] * n, [1.0] * n, est["sigma"], est["dof"], alpha=cfg["alpha"],
+                                 power=cfg["power"], min_effect=loss)
+        if (res["detectable"] or 0.0) <= 2 * loss:
+            return n
+    return max(least, cfg["most_measurements"])
 
 
 def _again(state):
@@ -742,17 +804,44 @@ def _claim(state):
         _done(state, False, "no candidate beat the incumbent beyond the noise: the incumbent stays")
         return
     res = _versus_incumbent(state, state["configs"][best]["figures"])
+    if res["verdict"] != "fail" and _gain(res) > 0 and _claim_again(state, best, res):
+        return
     if res["verdict"] != "fail":
         _done(state, False, f"the best found ({_changes_text(state, state['configs'][best]['flags'])}) is within the "
                             f"noise of the incumbent ({_gain_text(res)}): the incumbent stays")
         return
     state["phase"] = "drift"
-    state["claim"] = {"key": best, "gain": _gain(res), "interval": _gain_interval(res)}
+    counts = _confirm_counts(state, state["budget_s"] - state["used_s"])
+    state["claim"] = {"key": best, "gain": _gain(res), "interval": _gain_interval(res), "measurements": counts}
     state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["incumbent"]),
-                     "measurements": state["settings"]["incumbent_measurements"], "restart": True,
+                     "measurements": counts[0], "restart": True,
                      "why": (f"the incumbent again, right before the confirmation of "
                              f"{_changes_text(state, state['configs'][best]['flags'])}: did the host drift while the "
                              "search ran?")}
+
+
+def _claim_again(state, best, res):
+    """The best leads the incumbent within the noise: measure the incumbent, then the best, again up to
+    _sized before the claim is judged (the incumbent's first series is short, and compare_runs judges it on
+    its best measurement). Sets the step and returns True, or False when both have enough or time is out."""
+    for key in (state["incumbent_key"], best):
+        have = len(state["configs"][key]["figures"])
+        count = _sized(state, 1) - have
+        if count <= 0:
+            continue
+        restart = state["running"] != key
+        if not _affordable(state, measurement_cost(state["cost"], count, restart)):
+            state["out_of_time"] = True
+            return False
+        state["phase"] = "claim"
+        state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["configs"][key]["flags"]),
+                         "measurements": count, "restart": restart,
+                         "why": (f"the best found, {_changes_text(state, state['configs'][best]['flags'])}, leads the "
+                                 f"incumbent by {_gain_text(res)}, within the noise: "
+                                 f"{'the incumbent' if key == state['incumbent_key'] else 'the best'} measured again "
+                                 f"({have} + {count}) before the claim is judged")}
+        return True
+    return False
 
 
 def _drift(state, figures, reason):
@@ -771,7 +860,7 @@ def _drift(state, figures, reason):
                       "interval": list(res["interval"]) if res["interval"] else None, "message": res["message"]}
     state["phase"] = "confirm"
     state["next"] = {"action": "confirm", "candidate": copy.deepcopy(state["configs"][best]["flags"]),
-                     "measurements": state["settings"]["confirm_measurements"], "restart": True,
+                     "measurements": state["claim"]["measurements"][1], "restart": True,
                      "why": (f"the best found, {_changes_text(state, state['configs'][best]['flags'])} "
                              f"({_gain_text(res)} on the search's measurements), on a fresh restart: a win only if these "
                              "measurements alone beat the incumbent")}
@@ -921,7 +1010,7 @@ def _progress(state):
         current = 0 if state["configs"][_key(step["candidate"])]["figures"] else 1
     left = state["budget_s"] - state["used_s"]
     remaining = _remaining_estimate(state) if state["phase"] == "search" else 0
-    fit = max(0, int((left - state["plan"]["confirm_s"]) // state["plan"]["candidate_s"]))
+    fit = max(0, int((left - _confirm_s(state)) // state["plan"]["candidate_s"]))
     best = state["configs"][state["best"]]
     out = {"phase": state["phase"], "candidate": done + current, "of": done + min(max(remaining, current), fit),
            "used_s": state["used_s"], "left_s": left,
@@ -954,7 +1043,7 @@ def _settings(settings):
             or not 0 <= cfg["earn_tie"] < 1:
         raise ValueError("alpha must be in (0, 0.5), min_effect, tie and earn_tie in [0, 1), power in (0, 1)")
     for name in ("incumbent_measurements", "confirm_measurements", "max_measurements", "passes", "noise_dof",
-                 "race_measurements"):
+                 "race_measurements", "most_measurements"):
         if not isinstance(cfg[name], int) or isinstance(cfg[name], bool) or cfg[name] < 1:
             raise ValueError(f"{name} must be a whole number of at least 1: {cfg[name]!r}")
     for name in ("pair_moves", "pair_rounds", "race"):
@@ -1008,7 +1097,28 @@ def _mark(state, key, status, why):
 
 
 def _affordable(state, seconds):
-    return state["used_s"] + seconds + state["plan"]["confirm_s"] <= state["budget_s"] + 1e-9
+    return state["used_s"] + seconds + _confirm_s(state) <= state["budget_s"] + 1e-9
+
+
+def _confirm_counts(state, left):
+    """[the incumbent's second series, the confirmation]: each _sized at the state's noise, then smaller
+    (the larger first) while the two do not fit ``left`` seconds, never below the settings' counts (what
+    the plan kept back)."""
+    cfg = state["settings"]
+    least = [cfg["incumbent_measurements"], cfg["confirm_measurements"]]
+    counts = [_sized(state, n) for n in least]
+    while counts != least and sum(measurement_cost(state["cost"], n) for n in counts) > left:
+        i = 0 if counts[0] - least[0] >= counts[1] - least[1] else 1
+        counts[i] -= 1
+    return counts
+
+
+def _confirm_s(state):
+    """The time kept back for the incumbent's second series and the confirmation at the noise measured so
+    far, leaving the incumbent's first series and one candidate the room the plan promised."""
+    plan_ = state["plan"]
+    counts = _confirm_counts(state, state["budget_s"] - plan_["incumbent_s"] - plan_["candidate_s"])
+    return sum(measurement_cost(state["cost"], n) for n in counts)
 
 
 def _try_order(dim, start):
@@ -1050,6 +1160,15 @@ def _screen_why(state, key):
     dim = state["space"][cur["dimension"]]
     return (f"pass {cur['pass']}, {dim['flag']}: {state['configs'][cur['start']]['flags'][dim['flag']]} -> "
             f"{state['configs'][key]['flags'][dim['flag']]} from the best so far")
+
+
+def _follow_up_why(state, key, count):
+    config = state["configs"][key]
+    lead = _leader(state, _slice(state))
+    return (f"again while it runs ({len(config['figures'])} + {count}): {_changes_text(state, config['flags'])} " +
+            ("leads this flag" if key == lead else
+             f"is within the noise of this flag's leader ({_changes_text(state, state['configs'][lead]['flags'])})") +
+            f" on {len(config['figures'])} measurement{'s' if len(config['figures']) != 1 else ''}")
 
 
 def _again_why(state, key):
