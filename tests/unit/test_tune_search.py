@@ -407,3 +407,14 @@ def test_a_claim_within_the_noise_measures_the_incumbent_and_the_best_again():
     result = steps[-1]["result"]
     assert result["won"] and result["winner"] == dict(INCUMBENT, speculative_num_steps=2)
     assert len(state["configs"][state["incumbent_key"]]["figures"]) == 8
+
+
+def test_the_confirmation_step_quotes_the_claimed_gain():
+    """The confirmation's why gives the best's gain on the search's measurements (the claim's), not the
+    incumbent's drift between its two series."""
+    state, steps = drive(truth, sigma=0.01, seed=5)
+    confirm = steps[-2]
+    claim = state["claim"]
+    assert confirm["action"] == "confirm"
+    assert f"({claim['gain'] * 100:+.1f} % [{claim['interval'][0] * 100:+.1f}, {claim['interval'][1] * 100:+.1f}] " \
+           "on the search's measurements)" in confirm["why"]

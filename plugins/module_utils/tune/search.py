@@ -859,11 +859,12 @@ def _drift(state, figures, reason):
     state["drift"] = {"figures": figures, "moved": res["moved"], "effect": res["effect"],
                       "interval": list(res["interval"]) if res["interval"] else None, "message": res["message"]}
     state["phase"] = "confirm"
+    claimed = _versus_incumbent(state, state["configs"][best]["figures"])   # the claim's, not the drift's
     state["next"] = {"action": "confirm", "candidate": copy.deepcopy(state["configs"][best]["flags"]),
                      "measurements": state["claim"]["measurements"][1], "restart": True,
                      "why": (f"the best found, {_changes_text(state, state['configs'][best]['flags'])} "
-                             f"({_gain_text(res)} on the search's measurements), on a fresh restart: a win only if these "
-                             "measurements alone beat the incumbent")}
+                             f"({_gain_text(claimed)} on the search's measurements), on a fresh restart: a win only if "
+                             "these measurements alone beat the incumbent")}
 
 
 def _finish(state):
