@@ -209,6 +209,11 @@ def plan(p):
                                 "e.g. {schedule_policy: [fcfs, lpm], chunked_prefill_size: [4096, 8192]}")
     limits, limit_lines = checks.plan_limits(p["limits"], p["verify_shape"]) if p["limits"] else ({}, [])
     output_check, output_lines = checks.plan_output_check(space, p["output_check"])
+    known = {f.field or f.dest for f in src.flags}
+    for flag in space:
+        if flag not in known:   # the release's own words (renamed, removed, did you mean), not "unknown value"
+            raise session.TuneError(f"{flag}: " + ("; ".join(check({**args, flag: True})) or
+                                                   f"not a flag of sglang {src.version}") + " (sglang_tune_space)")
     inc = session.incumbent(space, args, release_defaults(src))
     space, refused = session.check_space(space, args, inc, check)
     sigma, dof, basis = noise_prior(gates.read_history_file(p["history_file"]), p["metric"], p["noise_prior"])

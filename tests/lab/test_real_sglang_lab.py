@@ -244,6 +244,28 @@ def test_a_real_loss_is_caught_by_the_last_good_gate_and_rolled_back(real):
     assert api(real, "/server_info")["max_running_requests"] != 1
 
 
+def test_tune_measures_the_real_engine_and_drops_a_real_loss_after_one_measurement(real):
+    """tune.yml on the real 0.5.23, a setting with a large real effect: max_running_requests unset
+    (null in the space: SGLang's own choice, what cpu1 runs) against 1, which serves the 4 streams one
+    at a time (-69 % output at concurrency 4, the test above). What runs is measured twice without a
+    restart (its unit is unchanged), 1 once on a real restart: clearly worse, dropped, nothing left to
+    beat what runs; the host is put back and serves what it ran. Budget: dropping needs a loss beyond
+    the search's one-sided 5 % test at this host's noise (its verify history, moderated by cpu1's 20 %
+    prior): -69 % is ~5 standard errors out at 20 %, so a miss is rarer than 1 in 10^5."""
+    space = {"max_running_requests": [None, 1]}
+    rc, out = real.play_secret("tune", "tune.yml", "-e", json.dumps({
+        "sglang_tune_space": space, "sglang_tune_metric": "output_tok_s@4", "sglang_tune_budget_minutes": 20,
+        "sglang_tune_restart_s": 90, "sglang_tune_measure_s": 15}), timeout=1800)
+    assert rc == 0, out[-20000:]
+    result = json.loads((real.reports / HOST / "tune-latest.json").read_text())["result"]
+    assert not result["won"] and result["winner"]["max_running_requests"] is None, result["lines"]
+    assert result["message"] == "no candidate beat the incumbent beyond the noise: the incumbent stays", result["message"]
+    one = next(r for r in result["rows"] if r["changes"] == {"max_running_requests": [None, 1]})
+    assert one["verdict"] == "dropped" and one["measurements"] == 1 and one["gain"] < -0.4, one
+    assert "cpu1: tuned output_tok_s@4: the incumbent stays" in unflow(out), out[-5000:]
+    assert api(real, "/server_info")["max_running_requests"] != 1
+
+
 def test_drift_reads_the_real_launch_and_finds_a_hand_edit_of_the_unit(real):
     rc, out = real.play_secret("drift", "drift.yml")
     assert rc == 0 and "drift: 1 host in sync, 0 drifted" in unflow(out), out

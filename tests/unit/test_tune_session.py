@@ -71,8 +71,9 @@ def test_the_plan_checks_every_value_against_the_release_and_refuses_what_it_wou
     ({"space": {}, "args": {"model_path": "/m", "tp_size": 2}, "model_config": {"architectures": ["LlamaForCausalLM"]},
       "from_audit": True},
      "the tuning space is empty: this host runs no speculative decoding and the audit finds nothing a switch turns on"),
-    ({"space": {"speculative_num_stepz": [1, 2]}}, "speculative_num_stepz: not set in sglang_args and resolved by SGLang "
-                                                   "only at start-up"),
+    ({"space": {"speculative_num_stepz": [1, 2]}}, "speculative_num_stepz: --speculative-num-stepz is not a flag of sglang "
+                                                   "0.5.11: it fails with 'unrecognized arguments: --speculative-num-stepz'. "
+                                                   "Did you mean --speculative-num-steps"),
     ({"space": {"speculative_num_steps": [2, 3]}}, "speculative_num_steps: the incumbent's value 1 is not among [2, 3]"),
     ({"budget_minutes": 0.5}, "a budget of 30 s is too short for even the incumbent's measurement"),
     ({"space": {"schedule_policy": ["fcfs", "bogus"]}}, "the tuning space is empty: give at least one flag with a value "
@@ -90,6 +91,12 @@ def test_a_flag_resolved_only_at_start_up_must_be_given_its_running_value():
                                                 "at start-up, so the value the host runs now is unknown"):
         session.incumbent({"cuda_graph_max_bs": [16, 32]}, {}, {"schedule_policy": "fcfs"})
     assert session.incumbent({"cuda_graph_max_bs": [16, 32]}, {"cuda_graph_max_bs": 32}, {}) == {"cuda_graph_max_bs": 32}
+    # or given null among its values: unset now (SGLang's own choice), tried against the others
+    assert session.incumbent({"max_running_requests": [None, 1]}, {}, {}) == {"max_running_requests": None}
+    assert session.candidate_args({"tp_size": 1}, {"max_running_requests": None}, {"max_running_requests": 1}) == \
+        {"tp_size": 1, "max_running_requests": 1}
+    assert session.candidate_args({"tp_size": 1}, {"max_running_requests": None}, {"max_running_requests": None}) == \
+        {"tp_size": 1}
 
 
 def test_a_candidates_flags_change_only_what_differs_from_the_incumbent():

@@ -1149,7 +1149,11 @@ def _changes_text(state, flags):
     if not isinstance(flags, dict) or any(d["flag"] not in flags for d in state["space"]):
         return repr(flags)
     changes = _changes(state, flags)
-    return ", ".join(f"{f} {a} -> {b}" for f, (a, b) in changes.items()) or "the incumbent"
+    return ", ".join(f"{f} {_text(a)} -> {_text(b)}" for f, (a, b) in changes.items()) or "the incumbent"
+
+
+def _text(value):
+    return "unset" if value is None else str(value)
 
 
 def _value_text(dim, config):

@@ -39,23 +39,29 @@ _SKIP = re.compile(r"^\s*(Traceback|File \"|\^|---|$)")
 def incumbent(space, args, defaults):
     """{flag: value the host runs now} for each flag of ``space`` (a dict of flag -> values or a list of
     {flag, ...}): the inventory's ``args``, else the release's static default in ``defaults`` ({dest:
-    value}; a flag resolved only at start-up is absent there). Raises TuneError naming the flags whose
-    value is unknown and how to give it."""
-    flags = [d.get("flag") for d in space] if isinstance(space, list) else list(space or {})
+    value}; a flag resolved only at start-up is absent there). Such a flag whose values include null is
+    unset now (None: SGLang's own choice at start-up, one value among the others). Raises TuneError
+    naming the flags whose value is unknown and how to give it."""
+    dims = space if isinstance(space, list) else [
+        dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in (space or {}).items()]
     out, unknown = {}, []
-    for flag in flags:
+    for dim in dims:
+        flag = dim.get("flag") if isinstance(dim, dict) else None
         if not isinstance(flag, str):
             continue   # search.normalise_space says what is wrong with it
         if flag in args:
             out[flag] = args[flag]
         elif flag in defaults:
             out[flag] = defaults[flag]
+        elif isinstance(dim.get("values"), list) and None in dim["values"]:
+            out[flag] = None
         else:
             unknown.append(flag)
     if unknown:
         raise TuneError(f"{', '.join(unknown)}: not set in sglang_args and resolved by SGLang only at start-up, so the "
                         "value the host runs now is unknown: set it in sglang_args to what the server runs (audit.yml "
-                        "shows the resolved value), then tune from there")
+                        "shows the resolved value), or add null (unset: SGLang's own choice) to its values, then tune "
+                        "from there")
     return out
 
 
