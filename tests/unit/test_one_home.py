@@ -189,6 +189,17 @@ def test_the_shared_options_specs_are_the_fragments():
     assert module_options.bench_client_options()["api"] is not module_options.bench_client_options()["api"]
 
 
+def test_tune_plans_with_verifys_measurement_shape():
+    """One measurement's shape (concurrency levels, repeats, requests per stream, output length) is verify's:
+    tune's plan reads sglang_verify_shape (roles/sglang_verify/tasks/shape.yml, from verify's inputs and
+    defaults), never those variables with their defaults written again."""
+    tune_tasks = sorted((REPO / "roles" / "sglang_tune" / "tasks").glob("*.yml"))
+    assert 'verify_shape: "{{ sglang_verify_shape }}"' in (REPO / "roles" / "sglang_tune" / "tasks" / "main.yml").read_text()
+    again = [f"{rel(path)}: {m.group(0)}" for path in tune_tasks
+             for m in re.finditer(r"sglang_verify_(?:concurrency|repeats|requests_per_stream|output_len)\b", path.read_text())]
+    assert again == [], again
+
+
 def top_level_functions(path):
     return {node.name for node in ast.parse(path.read_text()).body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
