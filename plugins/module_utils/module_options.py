@@ -26,3 +26,12 @@ def server_options():
 def inventory_host_option():
     """`host`, the inventory name used in messages, "" for none (sglang.fleet.inventory_host)."""
     return {"host": {"type": "str", "default": ""}}
+
+
+def bench_client_options():
+    """`base_url`, `api` and `timeout_s` of a module that drives a server with the bench client
+    (module_utils/verify/bench_client.py): its URL, endpoint and one request's deadline
+    (sglang.fleet.bench_client)."""
+    return {"base_url": {"type": "str", "required": True},
+            "api": {"type": "str", "choices": ["completions", "chat", "generate"], "default": "completions"},
+            "timeout_s": {"type": "float", "default": 60.0}}

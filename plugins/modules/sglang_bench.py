@@ -19,15 +19,6 @@ description:
     C(changed).
   - Pure Python standard library (plugins/module_utils/verify/bench_client.py); runs with the host's Python (3.8 or newer).
 options:
-  base_url:
-    description: Server URL, e.g. C(http://127.0.0.1:30000).
-    type: str
-    required: true
-  api:
-    description: Endpoint to drive.
-    type: str
-    choices: [completions, chat, generate]
-    default: completions
   model:
     description: Model name sent with OpenAI requests; default is the first id of C(/v1/models).
     type: str
@@ -55,10 +46,6 @@ options:
     description: Runs of O(num_prompts) requests; the result is the median per metric.
     type: int
     default: 1
-  timeout_s:
-    description: Deadline for one request, from connect to the last byte.
-    type: float
-    default: 60
   connect_timeout_s:
     description: Connect timeout (default the smaller of 10 s and O(timeout_s)).
     type: float
@@ -85,6 +72,7 @@ options:
     description: Fail when any measured request failed (the result is still returned).
     type: bool
     default: true
+extends_documentation_fragment: [sglang.fleet.bench_client]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -136,14 +124,14 @@ result:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import bench_client_options
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import BenchError, run_benchmark
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "base_url": {"type": "str", "required": True},
-            "api": {"type": "str", "choices": ["completions", "chat", "generate"], "default": "completions"},
+            **bench_client_options(),
             "model": {"type": "str"},
             "input_len": {"type": "int", "default": 128},
             "output_len": {"type": "int", "default": 128},
@@ -151,7 +139,6 @@ def main():
             "num_prompts": {"type": "int", "default": 8},
             "warmup": {"type": "int", "default": 1},
             "repeats": {"type": "int", "default": 1},
-            "timeout_s": {"type": "float", "default": 60.0},
             "connect_timeout_s": {"type": "float"},
             "read_timeout_s": {"type": "float"},
             "temperature": {"type": "float", "default": 0.0},

@@ -13,15 +13,6 @@ description:
   - Read-only (generation requests only); runs under C(--check) and never reports C(changed).
   - Pure Python standard library (plugins/module_utils/verify/bench_client.py).
 options:
-  base_url:
-    description: Server URL, e.g. C(http://127.0.0.1:30000).
-    type: str
-    required: true
-  api:
-    description: Endpoint to drive.
-    type: str
-    choices: [completions, chat, generate]
-    default: completions
   prompts:
     description: How many fixed prompts.
     type: int
@@ -30,11 +21,7 @@ options:
     description: Tokens generated for each.
     type: int
     default: 32
-  timeout_s:
-    description: Deadline for one request.
-    type: float
-    default: 60
-extends_documentation_fragment: [sglang.fleet.api_key]
+extends_documentation_fragment: [sglang.fleet.bench_client, sglang.fleet.api_key]
 author:
   - sglang-fleet developers (@sglang-fleet)
 """
@@ -58,18 +45,16 @@ outputs:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sglang.fleet.plugins.module_utils.module_options import api_key_option
+from ansible_collections.sglang.fleet.plugins.module_utils.module_options import api_key_option, bench_client_options
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import BenchError, greedy_outputs
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            base_url=dict(type="str", required=True),
-            api=dict(type="str", choices=["completions", "chat", "generate"], default="completions"),
             prompts=dict(type="int", default=8),
             output_len=dict(type="int", default=32),
-            timeout_s=dict(type="float", default=60.0),
+            **bench_client_options(),
             **api_key_option(),
         ),
         supports_check_mode=True,

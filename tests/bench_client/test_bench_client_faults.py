@@ -11,6 +11,8 @@ from fake_server import FakeServer, FullBacklog
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import (
     BenchError,
     build_payload,
+    greedy_outputs,
+    http_post_json,
     read_spec_accept_length,
     run_benchmark,
     stream_request,
@@ -61,6 +63,23 @@ def test_http_500_reports_status_and_body():
     expected = 'HTTP 500: {"error": {"message": "boom: out of KV cache", "code": 500}}'
     assert r["error"] == f"POST {s.url}/v1/completions: {expected}"
     assert str(e.value) == f"all 1 warm-up requests failed; first error: POST {s.url}/v1/chat/completions: {expected}"
+
+
+def test_greedy_outputs_post_json_and_name_a_failed_request():
+    """greedy_outputs sends each prompt with http_post_json (one JSON body, not streamed, the key as a
+    Bearer token) and a failed one names its URL, status and body, as a streamed request's error does."""
+    with FakeServer("http500") as s:
+        with pytest.raises(BenchError) as e:
+            greedy_outputs(s.url, "completions", "m", 2, 4, api_key="k", timeout_s=5.0)
+        status, body = asyncio.run(http_post_json(s.url + "/", "/generate", {"text": "x"}, timeout_s=5.0))
+        (head, sent), (head_2, sent_2) = (r.split(b"\r\n\r\n", 1) for r in s.requests)
+    assert str(e.value) == f'POST {s.url}/v1/completions: HTTP 500: {{"error": {{"message": "boom: out of KV cache", "code": 500}}}}'
+    assert (status, json.loads(body)["error"]["code"]) == (500, 500)
+    for h in (head, head_2):
+        assert b"\r\nContent-Type: application/json\r\n" in h and b"\r\nConnection: close" in h
+    assert head.startswith(b"POST /v1/completions HTTP/1.1\r\n") and b"\r\nAuthorization: Bearer k" in head
+    assert json.loads(sent)["stream"] is False and "stream_options" not in json.loads(sent)
+    assert head_2.startswith(b"POST /generate HTTP/1.1\r\n") and json.loads(sent_2) == {"text": "x"}
 
 
 def test_failures_during_the_run_are_counted_not_raised():

@@ -100,9 +100,10 @@ def test_sglang_code_runs_in_the_one_import_sandbox():
         assert "import sglang_sandbox" in text and re.search(r"sandbox\.Sandbox\(", text), caller
 
 
-# Shared module options (doc fragments, plugins/doc_fragments/): a module declares api_key, timeout or
-# host itself only where the option means something else than the fragment's, for the reason given.
-SHARED_OPTIONS = ("api_key", "timeout", "host")
+# Shared module options (doc fragments, plugins/doc_fragments/): a module declares api_key, timeout,
+# host or one of the bench client's base_url, api and timeout_s itself only where the option means
+# something else than the fragment's, for the reason given.
+SHARED_OPTIONS = ("api_key", "timeout", "host", "base_url", "api", "timeout_s")
 KEEPS_ITS_OWN = {
     ("sglang_bench", "api_key"): "no default (None): the bench client then sends no Authorization header",
     ("sglang_router_drift", "api_key"): "the router's key, not the server's, and no default",
@@ -150,8 +151,9 @@ def same_option(a, b):
 
 
 def test_shared_module_options_are_written_once_in_a_doc_fragment():
-    """api_key (6 modules), timeout (6) and host (11) were each written in every module: where the
-    option means what the fragment says (same type, default, required), the module extends the fragment."""
+    """api_key (6 modules), timeout (6), host (11) and the bench client's base_url, api and timeout_s (2)
+    were each written in every module: where the option means what the fragment says (same type, default,
+    required, choices), the module extends the fragment."""
     import yaml
 
     fragments = fragment_options()
@@ -176,13 +178,26 @@ def test_the_shared_options_specs_are_the_fragments():
     from ansible_collections.sglang.fleet.plugins.module_utils import module_options
 
     fragments = fragment_options()
-    specs = {**module_options.server_options(), **module_options.inventory_host_option()}
+    specs = {**module_options.server_options(), **module_options.inventory_host_option(),
+             **module_options.bench_client_options()}
     assert module_options.server_options() == {**module_options.api_key_option(), **module_options.http_timeout_option()}
     assert sorted(specs) == sorted(SHARED_OPTIONS)
     for option, spec in specs.items():
         assert same_option(spec, fragments[option][1]), option
     assert specs["api_key"]["no_log"] is True
     assert module_options.api_key_option() is not module_options.api_key_option()  # a fresh dict per module
+    assert module_options.bench_client_options()["api"] is not module_options.bench_client_options()["api"]
+
+
+def test_tune_plans_with_verifys_measurement_shape():
+    """One measurement's shape (concurrency levels, repeats, requests per stream, output length) is verify's:
+    tune's plan reads sglang_verify_shape (roles/sglang_verify/tasks/shape.yml, from verify's inputs and
+    defaults), never those variables with their defaults written again."""
+    tune_tasks = sorted((REPO / "roles" / "sglang_tune" / "tasks").glob("*.yml"))
+    assert 'verify_shape: "{{ sglang_verify_shape }}"' in (REPO / "roles" / "sglang_tune" / "tasks" / "main.yml").read_text()
+    again = [f"{rel(path)}: {m.group(0)}" for path in tune_tasks
+             for m in re.finditer(r"sglang_verify_(?:concurrency|repeats|requests_per_stream|output_len)\b", path.read_text())]
+    assert again == [], again
 
 
 def top_level_functions(path):

@@ -531,14 +531,33 @@ def _headers_with_key(headers: dict | None, api_key: str | None) -> dict:
     return h
 
 
-async def http_get(base_url: str, path: str, headers: dict | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
-    """GET base_url+path; return (status, body). Raises BenchError on connection problems."""
-    conn = _Conn(_Target(base_url), path, _Timeouts(timeout_s), method="GET")
+async def _http(method: str, base_url: str, path: str, body: bytes | None, headers: dict | None,
+                timeout_s: float) -> tuple[int, bytes]:
+    """One whole (not streamed) request on its own connection; return (status, body)."""
+    conn = _Conn(_Target(base_url), path, _Timeouts(timeout_s), method=method)
     try:
-        await conn.open(None, headers)
+        await conn.open(body, headers)
         return conn.status, await conn.read_body()
     finally:
         conn.close()
+
+
+async def http_get(base_url: str, path: str, headers: dict | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
+    """GET base_url+path; return (status, body). Raises BenchError on connection problems."""
+    return await _http("GET", base_url, path, None, headers, timeout_s)
+
+
+async def http_post_json(base_url: str, path: str, payload: dict, headers: dict | None = None,
+                         timeout_s: float = 10.0) -> tuple[int, bytes]:
+    """POST `payload` as JSON to base_url+path; return (status, body). Raises BenchError on connection
+    problems. A streamed request is stream_request's, which times each chunk as it arrives."""
+    return await _http("POST", base_url, path, json.dumps(payload).encode(), headers, timeout_s)
+
+
+def _error_text(body: bytes) -> str:
+    """An error response's body as text for a message: its first MAX_ERROR_BODY bytes, "(empty body)" for none."""
+    text = body[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
+    return text or "(empty body)"
 
 
 async def _error_body(conn: _Conn) -> str:
@@ -546,8 +565,7 @@ async def _error_body(conn: _Conn) -> str:
         body = await conn.read_body(limit=MAX_ERROR_BODY)
     except BenchError as e:
         return f"(body unreadable: {e})"
-    text = body[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
-    return text or "(empty body)"
+    return _error_text(body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1001,14 +1019,9 @@ async def greedy_outputs_async(base_url: str, api: str = "completions", model: s
         body = build_payload(api, model, make_prompt(words, rng), output_len, 0.0, True)
         body["stream"] = False
         body.pop("stream_options", None)
-        conn = _Conn(_Target(base_url), API_PATHS[api], timeouts)
-        try:
-            await conn.open(json.dumps(body).encode(), hdrs)
-            if conn.status != 200:
-                raise BenchError(f"{conn._where()}: HTTP {conn.status}: {await _error_body(conn)}")
-            raw = await conn.read_body()
-        finally:
-            conn.close()
+        status, raw = await http_post_json(base_url, API_PATHS[api], body, hdrs, timeout_s)
+        if status != 200:
+            raise BenchError(f"POST {_Target(base_url).url(API_PATHS[api])}: HTTP {status}: {_error_text(raw)}")
         try:
             doc = json.loads(raw)
             texts.append(doc["text"] if api == "generate" else
