@@ -53,24 +53,32 @@ NEW_THRESHOLDS = {"min_decode_tok_s": 0, "run_noise_prior_pct": 20}   # cpu1's p
 
 
 def load_runs(path):
-    runs = []
+    """The recorded runs in time order; each one's server lifetime from its `since_restart` (0, or no
+    step of one from the run before: the service was restarted), as sglang_bench's `server_start`
+    names it on a host (the lifetime's first run's time)."""
+    runs, start, before = [], None, None
     for line in pathlib.Path(path).read_text().splitlines():
         rec = json.loads(line)
         levels = rec["levels"]
+        if start is None or rec["since_restart"] == 0 or rec["since_restart"] != before + 1:
+            start = rec["at"]
+        before = rec["since_restart"]
         runs.append({"phase": rec["phase"], "at": rec["at"], "since_restart": rec["since_restart"],
-                     "args": rec.get("args") or {},
+                     "server_start": start, "args": rec.get("args") or {},
                      "repeats": {lv["metric"]: lv["repeats"] for lv in levels.values()}})
     return runs
 
 
 def bench_of(run, scale=1.0):
-    """The two sglang_bench results verify gates, from a recorded run's repeats (scaled)."""
+    """The two sglang_bench results verify gates, from a recorded run's repeats (scaled), with the
+    server's start (--no-lifetimes: none, as records written before it was kept)."""
     out = []
     for metric in METRICS:
         c = int(metric.rpartition("@")[2])
         reps = [x * scale for x in run["repeats"][metric]]
         key = "decode_tok_s_per_stream" if c == 1 else None
         res = {"concurrency": c, "completed": len(reps) * c * 2, "failed": 0, **SHAPE,
+               "server_start": run["server_start"],   # the gates before #40's restart part ignore it
                "output_throughput": statistics.median(reps),
                "runs": [({"decode_tok_s_per_stream": {"p50": x}, "output_throughput": x} if key else
                          {"output_throughput": x}) for x in reps]}
@@ -193,6 +201,8 @@ def summarise(rows):
 def child(args):
     """Run one gate's evaluation in this process (the import path set by the parent)."""
     every = load_runs(args.samples)
+    if args.no_lifetimes:
+        every = [{**r, "server_start": None} for r in every]
     runs = [r for r in every if r["phase"] in args.phases]
     gate = Gate(args.which)
     rows, history = sequential(gate, runs, LOSSES)
@@ -211,6 +221,8 @@ def main():
     p.add_argument("--trials", type=int, default=300)
     p.add_argument("--earlier", type=int, default=10)
     p.add_argument("--seed", type=int, default=40)
+    p.add_argument("--no-lifetimes", action="store_true",
+                   help="judge the runs without their server's start (as history records written before it was kept)")
     p.add_argument("--child", choices=("old", "new"))
     a = p.parse_args()
     if a.child:
@@ -219,7 +231,7 @@ def main():
     results = {}
     for which, path in (("old", a.old_collection), ("new", str(REPO / ".collections"))):
         cmd = [sys.executable, __file__, a.samples, "--old-collection", a.old_collection, "--child", which,
-               "--trials", str(a.trials), "--earlier", str(a.earlier), "--seed", str(a.seed), "--phases", *a.phases]
+               "--trials", str(a.trials), "--earlier", str(a.earlier), "--seed", str(a.seed), "--phases", *a.phases] + (["--no-lifetimes"] if a.no_lifetimes else [])
         env_path = f"{path}"
         out = subprocess.run(cmd, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, capture_output=True,
                              text=True, check=True)

@@ -72,6 +72,13 @@ options:
     description: Fail when any measured request failed (the result is still returned).
     type: bool
     default: true
+  service:
+    description:
+      - The systemd service running the server, when the benchmark runs on its host. Its main process's
+        PID and start are returned as C(result.server_start) (read with C(systemctl show) and
+        C(/proc/<pid>/stat), no privileges), which server lifetime was measured, so that the verify
+        history can tell runs of one lifetime from runs across a restart.
+    type: str
 extends_documentation_fragment: [sglang.fleet.bench_client]
 author:
   - sglang-fleet developers (@sglang-fleet)
@@ -110,7 +117,9 @@ result:
       C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) (each mean/p50/p90/p99/min/max/n),
       C(output_tokens) and C(prompt_tokens) (expected/min/max/requests_not_expected),
       C(usage_check), C(spec_accept_length), C(spec_accept_length_source), C(prompt), C(warmup),
-      C(runs) (each run's metrics), C(client), and the arguments.
+      C(runs) (each run's metrics), C(client), and the arguments; with O(service), C(server_start)
+      (C(<UTC start> pid <MainPID>) of the service's main process after the benchmark, null when
+      unknown).
   returned: success or failed requests
   type: dict
   sample:
@@ -125,6 +134,7 @@ result:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.module_options import bench_client_options
+from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe import server_start
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.bench_client import BenchError, run_benchmark
 
 
@@ -146,6 +156,7 @@ def main():
             "api_key": {"type": "str", "no_log": True},
             "headers": {"type": "dict", "default": {}},
             "fail_on_error": {"type": "bool", "default": True},
+            "service": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -159,6 +170,8 @@ def main():
         )
     except BenchError as e:
         module.fail_json(msg=f"benchmark of {p['base_url']} failed: {e}")
+    if p["service"]:
+        result["server_start"] = server_start(p["service"])
     if p["fail_on_error"] and result["failed"]:
         first = result["errors"][0]["error"] if result["errors"] else "unknown"
         module.fail_json(msg=f"{result['failed']} of {result['failed'] + result['completed']} requests to "

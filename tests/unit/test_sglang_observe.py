@@ -25,6 +25,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.transport.observe imp
     read_service,
     read_unit_argv,
     read_venv_marker,
+    server_start,
     systemd_show,
 )
 
@@ -149,3 +150,14 @@ def test_no_other_module_reads_systemd_or_a_hosts_http_itself():
                                                 text):
                 found.append(rel)
     assert found == []
+
+
+def test_a_servers_lifetime_is_its_main_process_and_its_start(child):
+    """sglang_bench's server_start: the same string for every read of one process, None without one."""
+    proc, _before = child
+    shown = lambda argv: (0, f"MainPID={proc.pid}\n", "")   # noqa: E731
+    first = server_start("sglang", shown)
+    assert first == server_start("sglang", shown) and first.endswith(f"Z pid {proc.pid}"), first
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d\dZ pid \d+", first)
+    assert server_start("sglang", lambda argv: (0, "MainPID=0\n", "")) is None      # not running
+    assert server_start("sglang", lambda argv: (1, "", "Failed to connect to bus")) is None

@@ -209,6 +209,22 @@ def test_pass_with_history():
     assert r["measure_again"] is False and r["inconclusive"] is False
 
 
+
+def test_the_record_keeps_the_server_lifetime_measured_and_old_records_without_it_still_work():
+    """sglang_bench's server_start (the latest measurement's) goes into the history record, so that the
+    noise within one server lifetime can be told from the noise across a restart; records written before
+    it (no field) are read as before, and a run without one writes none."""
+    started = "2026-12-06T13:14:03.12Z pid 4242"
+    with_start = [{**res, "server_start": started} for res in bench(53.8, 192.0)]
+    r = run(with_start, HISTORY, th=FIXED)
+    plain = run(bench(53.8, 192.0), HISTORY, th=FIXED)
+    assert r["record"]["server_start"] == started and "server_start" not in plain["record"]
+    assert {k: v for k, v in r["record"].items() if k != "server_start"} == plain["record"]
+    assert [g["status"] for g in r["report"]["gates"]] == [g["status"] for g in plain["report"]["gates"]]
+    again = run(bench(53.0, 190.0), [*HISTORY, r["record"]], th=FIXED)
+    assert (gate(again, "history")["status"], gate(again, "history")["runs"]) == ("pass", 3)
+    assert gates.server_start_of(r["record"]) == started and gates.server_start_of(HISTORY[0]) is None
+
 def test_the_fixed_mode_decides_by_the_tolerance_and_reports_the_noise_aware_verdict():
     r = run(bench(48.4, 176.0), HISTORY, th=FIXED | {"min_decode_tok_s": 40})
     history = gate(r, "history")

@@ -6,6 +6,7 @@ host uses these readers, so that they cannot disagree about what they saw:
     systemd_show(service, props)   ``systemctl show -p A -p B`` -> ({A: x, B: y}, error or None)
     read_service(run, name, unit)  its state, enabled or not, MainPID, and whether the unit file exists
     process_start(pid)             when a process started (/proc/<pid>/stat and /proc/stat)
+    server_start(service)          which lifetime of a service runs: its main PID and that start, or None
     read_cmdline(pid)              its argv (/proc/<pid>/cmdline)
     read_unit_argv(unit_file)      the argv of a unit file's ExecStart= (systemd's quoting undone)
     read_venv_marker(venv, lock)   the lock ml_env leaves in a venv it finished, against the desired lock
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -81,6 +83,19 @@ def process_start(pid, proc: str = "/proc") -> float | None:
         return btime + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
+
+
+def server_start(service: str, run=None, proc: str = "/proc") -> str | None:
+    """The lifetime of `service`'s running server, as ``"<UTC start time> pid <MainPID>"`` (the same
+    string for every read until it restarts), or None when systemd shows no main process or its start
+    cannot be read. Needs no privileges: ``systemctl show`` and /proc/<pid>/stat."""
+    props, error = systemd_show(service, ("MainPID",), run)
+    pid = 0 if error else main_pid(props)
+    started = process_start(pid, proc) if pid else None
+    if started is None:
+        return None
+    centis = int(round(started * 100))
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(centis // 100))}.{centis % 100:02d}Z pid {pid}"
 
 
 def parse_cmdline(raw) -> list[str]:

@@ -205,6 +205,16 @@ def _series(records, name, key):
     return list(groups.values()), list(passed.values()), failed
 
 
+def server_start_of(record):
+    """The server lifetime a history record (or a sglang_bench result) was measured in: its
+    `server_start` (sglang_bench's, from the service's main process: its PID and start), None where it
+    has none (records written before it was kept, a server without its systemd unit). Kept so that the
+    noise between server lifetimes can be learned apart from the noise within one (#40); the gates do
+    not decide by it yet (bench/README.md, "Restarts")."""
+    start = record.get("server_start") if isinstance(record, dict) else None
+    return str(start) if start not in (None, "") else None
+
+
 def _of_workload(records, shape):
     return [r for r in records if isinstance(r, dict) and r.get("workload") == shape
             and isinstance(r.get("metrics"), dict)]
@@ -605,6 +615,7 @@ def history_record(run, gates, ok, stamp, samples):
         "measurements": run["measurements"], "accept_length": run["accept"], "efficiency_pct": run["efficiency"],
         "upper_bound_tok_s": run["roof"].get("upper_bound_tok_s"),
         **({"rebaseline": True} if run["thresholds"]["rebaseline"] else {}),
+        **({"server_start": run["server_start"]} if run["server_start"] else {}),
     }
 
 
@@ -651,6 +662,8 @@ def evaluate(bench, thresholds, server, history, *, last_good=None, peers=(), ea
            "metrics": metrics, "hardware": hardware, "tp": tp,
            "figures": figures, "decode": decode, "accept": accept, "algo": algo, "base": base, "roof": roof,
            "history": history, "measurements": 1 + len(earlier or []),
+           # the server lifetime measured (the latest measurement's): sglang_bench's server_start
+           "server_start": next((server_start_of(res) for res in reversed(bench) if server_start_of(res)), None),
            "noise": host_noise(history, shape, th, peers, hardware),
            "efficiency": None if "error" in roof else efficiency_pct(decode, roof),
            "check_speed": (CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED).format(host=host or "HOST"),
