@@ -9,7 +9,7 @@ warm, a nice-19 offline job beside it); a module not listed goes last. Re-measur
 
 MODULE_SECONDS = {
     "test_regression_lab.py": 1733,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (822 s), its limits and output check (260 s)
-    "test_real_sglang_lab.py": 1264,  # one cold full-profile install, four real starts, the router rollout (409 s)
+    "test_real_sglang_lab.py": 1510,  # one cold full-profile install, six real starts, the router rollout (409 s), a real tune (247 s)
     "test_verify_lab.py": 705,
     "test_rollout_recovery_lab.py": 705,
     "test_router_lab.py": 466,  # a tune behind the router (124 s)
