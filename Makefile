@@ -12,7 +12,7 @@ REPORT_HTML ?= reports/fleet-report.html
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint sanity unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare lab-hub \
+.PHONY: help demo tune-demo test lint sanity unit lab-test molecule llama-server venv audit verify releases report sweep docs docs-check lab-deps lab-image lab-up lab-status lab-smoke lab-down lab-prepare lab-hub \
         lab-test-real-replica deploy lock clean
 
 help: ## List the targets
@@ -65,6 +65,9 @@ demo: lab-prepare ## Lab fleet up, site.yml (the router, then deploy: checks, in
 	$(PLAYBOOK) drift.yml
 	$(PLAYBOOK) lab/show.yml
 	$(PY) scripts/fleet_report.py --html $(REPORT_HTML) $(LAB_HOSTS)
+
+tune-demo: venv ## After make demo: the seeds' story, ct129 redeployed with 1-step MTP, then tune.yml finds, writes and serves its steps
+	$(PY) lab/tune_demo.py
 
 audit: venv ## ansible-playbook audit.yml on the lab fleet
 	$(PLAYBOOK) audit.yml
