@@ -307,17 +307,9 @@ def _start_search(state, reason):
 def _advance(state):
     """Decide the next step: screen the flag's next value, measure a contender again, or settle the flag
     and go on; at the end of the search, confirm the best or finish."""
-    if state["phase"] == "pairs":
-        _advance_pairs(state)
-        return
-    if state["phase"] == "race":
-        _advance_race(state)
-        return
-    if state["phase"] == "earn":
-        _advance_earn(state)
-        return
-    if state["phase"] == "claim":
-        _claim(state)
+    phase = {"pairs": _advance_pairs, "race": _advance_race, "earn": _advance_earn, "claim": _claim}.get(state["phase"])
+    if phase:
+        phase(state)
         return
     while True:
         cur = state["cursor"]
@@ -344,14 +336,10 @@ def _advance(state):
         if key is None:
             _settle(state)
             continue
-        restart = state["running"] != key
-        if not _affordable(state, measurement_cost(state["cost"], count, restart)):
-            _mark(state, key, "not tried", "out of time")
-            _out_of_time(state)
-            continue
-        state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["configs"][key]["flags"]),
-                         "measurements": count, "restart": restart, "why": why}
-        return
+        if _ask(state, key, why, count):
+            return
+        _mark(state, key, "not tried", "out of time")
+        _out_of_time(state)
 
 
 def _cursor(state, dimension, pass_no, changed):
@@ -640,20 +628,15 @@ def _advance_pairs(state):
         if blocker:
             config.update(status="skipped", why=f"takes at least the memory of {blocker}, which could not run")
             continue
-        restart = state["running"] != key
-        if not _affordable(state, measurement_cost(state["cost"], 1, restart)):
-            for k in [key] + pairs["todo"]:
-                _mark(state, k, "not tried", "out of time")
-            pairs["todo"] = []
-            state["out_of_time"] = True
-            break
-        pairs["tried"].append(key)
-        state["next"] = {"action": "measure", "candidate": copy.deepcopy(config["flags"]), "measurements": 1,
-                         "restart": restart,
-                         "why": (f"round {pairs['round']} of pair moves from the best so far: "
-                                 f"{_changes_text(state, config['flags'])} (two flags at once, single moves stopped "
-                                 "improving)")}
-        return
+        if _ask(state, key, f"round {pairs['round']} of pair moves from the best so far: "
+                            f"{_changes_text(state, config['flags'])} (two flags at once, single moves stopped improving)"):
+            pairs["tried"].append(key)
+            return
+        for k in [key] + pairs["todo"]:
+            _mark(state, k, "not tried", "out of time")
+        pairs["todo"] = []
+        state["out_of_time"] = True
+        break
     tried = [k for k in pairs["tried"] if state["configs"][k]["status"] == "alive"]
     base = pairs["from"]
     if tried and not state["out_of_time"]:
@@ -695,13 +678,9 @@ def _advance_race(state):
     open_ = [k for k in alive if len(state["configs"][k]["figures"]) < most] if len(alive) > 1 else []
     if open_:
         key = min(open_, key=lambda k: (len(state["configs"][k]["figures"]), -noise.geomean(state["configs"][k]["figures"])))
-        restart = state["running"] != key
-        if _affordable(state, measurement_cost(state["cost"], 1, restart)):
-            config = state["configs"][key]
-            state["next"] = {"action": "measure", "candidate": copy.deepcopy(config["flags"]), "measurements": 1,
-                             "restart": restart,
-                             "why": (f"the race of the {len(alive)} best: {_changes_text(state, config['flags'])} again "
-                                     f"({len(config['figures']) + 1} of at most {most})")}
+        config = state["configs"][key]
+        if _ask(state, key, f"the race of the {len(alive)} best: {_changes_text(state, config['flags'])} again "
+                            f"({len(config['figures']) + 1} of at most {most})"):
             return
         state["out_of_time"] = True
     if alive:
@@ -750,18 +729,14 @@ def _advance_earn(state):
         tie = res and not leads and min(len(figures), len(best_figures)) >= 2
         open_ = [k for k in (key, best) if len(state["configs"][k]["figures"]) < cfg["race_measurements"]]
         again = min(open_, key=lambda k: len(state["configs"][k]["figures"])) if open_ and not tie else None
-        restart = state["running"] != again
-        if again and not _affordable(state, measurement_cost(state["cost"], 1, restart)):
-            state["out_of_time"], again = True, None
         if again:
-            config = state["configs"][again]
-            state["next"] = {"action": "measure", "candidate": copy.deepcopy(config["flags"]), "measurements": 1,
-                             "restart": restart,
-                             "why": (f"does {flag} {changes[flag][0]} -> {changes[flag][1]} earn its place in the best "
-                                     f"({_changes_text(state, state['configs'][best]['flags'])})? "
-                                     + ("the best without it" if again == key else "the best") +
-                                     f" again ({len(config['figures']) + 1} of at most {cfg['race_measurements']})")}
-            return
+            if _ask(state, again, f"does {flag} {changes[flag][0]} -> {changes[flag][1]} earn its place in the best "
+                                  f"({_changes_text(state, state['configs'][best]['flags'])})? "
+                                  + ("the best without it" if again == key else "the best") +
+                                  f" again ({len(state['configs'][again]['figures']) + 1} of at most "
+                                  f"{cfg['race_measurements']})"):
+                return
+            state["out_of_time"] = True
         if not res:
             _earned(state, flag, True, "not judged: no time to measure the best without it")
         elif leads:
@@ -829,17 +804,13 @@ def _claim_again(state, best, res):
         count = _sized(state, 1) - have
         if count <= 0:
             continue
-        restart = state["running"] != key
-        if not _affordable(state, measurement_cost(state["cost"], count, restart)):
+        if not _ask(state, key, f"the best found, {_changes_text(state, state['configs'][best]['flags'])}, leads the "
+                                f"incumbent by {_gain_text(res)}, within the noise: "
+                                f"{'the incumbent' if key == state['incumbent_key'] else 'the best'} measured again "
+                                f"({have} + {count}) before the claim is judged", count):
             state["out_of_time"] = True
             return False
         state["phase"] = "claim"
-        state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["configs"][key]["flags"]),
-                         "measurements": count, "restart": restart,
-                         "why": (f"the best found, {_changes_text(state, state['configs'][best]['flags'])}, leads the "
-                                 f"incumbent by {_gain_text(res)}, within the noise: "
-                                 f"{'the incumbent' if key == state['incumbent_key'] else 'the best'} measured again "
-                                 f"({have} + {count}) before the claim is judged")}
         return True
     return False
 
@@ -1095,6 +1066,17 @@ def _mark(state, key, status, why):
     config = state["configs"][key]
     if config["status"] == "new":
         config.update(status=status, why=why)
+
+
+def _ask(state, key, why, count=1):
+    """Ask for ``count`` measurements of configuration ``key`` (restarted first unless it is what runs)
+    when they fit the budget: True; False and nothing asked when they do not."""
+    restart = state["running"] != key
+    if not _affordable(state, measurement_cost(state["cost"], count, restart)):
+        return False
+    state["next"] = {"action": "measure", "candidate": copy.deepcopy(state["configs"][key]["flags"]),
+                     "measurements": count, "restart": restart, "why": why}
+    return True
 
 
 def _affordable(state, seconds):
