@@ -120,8 +120,7 @@ def normalise_space(space, incumbent):
     ordered flag's values must ascend. Raises ValueError saying what to fix."""
     if not isinstance(incumbent, dict):
         raise ValueError("the incumbent must be a dict of the flags the host runs now (flag -> value)")
-    if isinstance(space, dict):
-        space = [dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in space.items()]
+    space = space_dims(space)
     if not isinstance(space, list):
         raise ValueError("the tuning space must be a list of {flag, values} or a dict of flag -> list of values")
     dims, seen = [], set()
@@ -152,6 +151,14 @@ def normalise_space(space, incumbent):
         raise ValueError("the tuning space is empty: give at least one flag with a value other than the incumbent's "
                          "(sglang_tune_space)")
     return dims
+
+
+def space_dims(space):
+    """An inventory's space, a dict of flag -> values (or -> {values, ordered, memory_up}), as the list of
+    {flag, values, ...} the search keeps; a list (or anything else) as it is. normalise_space checks it."""
+    if isinstance(space, dict):
+        return [dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in space.items()]
+    return space
 
 
 def measurement_cost(cost_model, measurements, restart=True):
@@ -1196,4 +1203,5 @@ def same_value(a, b):
     return _key(a) == _key(b)
 
 
-__all__ = ["DEFAULTS", "budget_plan", "measurement_cost", "next_step", "normalise_space", "plan", "record", "same_value"]
+__all__ = ["DEFAULTS", "budget_plan", "measurement_cost", "next_step", "normalise_space", "plan", "record", "same_value",
+           "space_dims"]

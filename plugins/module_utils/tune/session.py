@@ -18,7 +18,7 @@ import json
 import re
 
 from ansible_collections.sglang.fleet.plugins.module_utils.errors import SglangFleetError
-from ansible_collections.sglang.fleet.plugins.module_utils.tune.search import same_value
+from ansible_collections.sglang.fleet.plugins.module_utils.tune.search import same_value, space_dims
 
 
 class TuneError(SglangFleetError, ValueError):
@@ -42,10 +42,8 @@ def incumbent(space, args, defaults):
     value}; a flag resolved only at start-up is absent there). Such a flag whose values include null is
     unset now (None: SGLang's own choice at start-up, one value among the others). Raises TuneError
     naming the flags whose value is unknown and how to give it."""
-    dims = space if isinstance(space, list) else [
-        dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in (space or {}).items()]
     out, unknown = {}, []
-    for dim in dims:
+    for dim in space_dims(space or {}):
         flag = dim.get("flag") if isinstance(dim, dict) else None
         if not isinstance(flag, str):
             continue   # search.normalise_space says what is wrong with it
@@ -113,10 +111,8 @@ def check_space(space, args, incumbent_flags, check):
     """(the space with only the values the release accepts, refused rows [{flag, value, why}]).
     Each value is tried alone on the host's flags: ``check(args) -> [error messages]`` is the release's
     parser and start-up rules. A flag unknown to the release is refused as a whole."""
-    dims = ([dict(v, flag=k) if isinstance(v, dict) else {"flag": k, "values": v} for k, v in space.items()]
-            if isinstance(space, dict) else [dict(d) for d in space])
     kept, refused = [], []
-    for dim in dims:
+    for dim in space_dims(space):
         flag, values = dim.get("flag"), dim.get("values")
         if not isinstance(values, list):
             kept.append(dim)   # search.normalise_space says what is wrong with it
