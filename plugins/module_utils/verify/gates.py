@@ -663,7 +663,7 @@ def evaluate(bench, thresholds, server, history, *, last_good=None, peers=(), ea
            "figures": figures, "decode": decode, "accept": accept, "algo": algo, "base": base, "roof": roof,
            "history": history, "measurements": 1 + len(earlier or []),
            # the server lifetime measured (the latest measurement's): sglang_bench's server_start
-           "server_start": next((server_start_of(res) for res in reversed(bench) if server_start_of(res)), None),
+           "server_start": next(filter(None, map(server_start_of, reversed(bench))), None),
            "noise": host_noise(history, shape, th, peers, hardware),
            "efficiency": None if "error" in roof else efficiency_pct(decode, roof),
            "check_speed": (CHECK_SPEED_CPU if is_cpu_host(gpu) else CHECK_SPEED).format(host=host or "HOST"),
