@@ -38,7 +38,7 @@ HOST = "cpu1"
 REPLICA, ROUTER = "cpu2", "router"   # the router test's second replica, and its router
 SUBNET = "10.89.111."
 CANARY = f"canary-real-{secrets.token_hex(6)}"
-ARGS = {"device": "cpu", "attention_backend": "torch_native", "max_total_tokens": 8192}
+ARGS = {"device": "cpu", "attention_backend": "torch_native", "max_total_tokens": 8192, "sleep_on_idle": True}
 VENV = "/opt/ml-env/sglang-0.5.23"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # cpu1's model, from the lab's hub (a hub of this module's own): staged by deploy.yml, loaded by the real server
