@@ -251,7 +251,9 @@ def test_tune_measures_the_real_engine_and_drops_a_real_loss_after_one_measureme
     restart (its unit is unchanged), 1 once on a real restart: clearly worse, dropped, nothing left to
     beat what runs; the host is put back and serves what it ran. Budget: dropping needs a loss beyond
     the search's one-sided 5 % test at this host's noise (its verify history, moderated by cpu1's 20 %
-    prior): -69 % is ~5 standard errors out at 20 %, so a miss is rarer than 1 in 10^5."""
+    prior): -69 % is ~5 standard errors out at 20 %, so a miss is rarer than 1 in 10^5. The loss as one
+    measurement against two shows it under lab load: -31.7 % to -69 % seen (a run spreads ~20 %), so the
+    test asks for more than 20 %: 3.9 standard errors of the difference from -69 % at 20 % a run (~1 in 10^4)."""
     space = {"max_running_requests": [None, 1]}
     rc, out = real.play_secret("tune", "tune.yml", "-e", json.dumps({
         "sglang_tune_space": space, "sglang_tune_metric": "output_tok_s@4", "sglang_tune_budget_minutes": 20,
@@ -261,7 +263,7 @@ def test_tune_measures_the_real_engine_and_drops_a_real_loss_after_one_measureme
     assert not result["won"] and result["winner"]["max_running_requests"] is None, result["lines"]
     assert result["message"] == "no candidate beat the incumbent beyond the noise: the incumbent stays", result["message"]
     one = next(r for r in result["rows"] if r["changes"] == {"max_running_requests": [None, 1]})
-    assert one["verdict"] == "dropped" and one["measurements"] == 1 and one["gain"] < -0.4, one
+    assert one["verdict"] == "dropped" and one["measurements"] == 1 and one["gain"] < -0.2, one
     assert "cpu1: tuned output_tok_s@4: the incumbent stays" in unflow(out), out[-5000:]
     assert api(real, "/server_info")["max_running_requests"] != 1
 
