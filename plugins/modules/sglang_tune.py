@@ -135,7 +135,7 @@ def release_defaults(src):
         if default is None and flag.action == "store_true":
             default = False
         if default is not None or flag.action == "store_true":
-            out[flag.field or flag.dest] = default
+            out[flag.server_arg] = default
     return out
 
 
@@ -209,7 +209,7 @@ def plan(p):
                                 "e.g. {schedule_policy: [fcfs, lpm], chunked_prefill_size: [4096, 8192]}")
     limits, limit_lines = checks.plan_limits(p["limits"], p["verify_shape"]) if p["limits"] else ({}, [])
     output_check, output_lines = checks.plan_output_check(space, p["output_check"])
-    known = {f.field or f.dest for f in src.flags}
+    known = {f.server_arg for f in src.flags}
     for flag in space:
         if flag not in known:   # the release's own words (renamed, removed, did you mean), not "unknown value"
             raise session.TuneError(f"{flag}: " + ("; ".join(check({**args, flag: True})) or

@@ -121,7 +121,7 @@ def _options(src) -> dict:
     for f in src.flags:
         if f.deprecated_alias_of or f.removed_message or f.action.startswith("Deprecated"):
             continue
-        out.setdefault(f.field or f.dest, f)
+        out.setdefault(f.server_arg, f)
     return out
 
 

@@ -52,6 +52,11 @@ class Flag:
     field: str = ""                    # ServerArgs field the value ends in (from_cli_args renames)
 
     @property
+    def server_arg(self) -> str:
+        """The ServerArgs field the flag's value ends in: ``field`` where from_cli_args renames, else ``dest``."""
+        return self.field or self.dest
+
+    @property
     def takes_value(self) -> bool:
         return self.action in ("store", "append", "extend", "DeprecatedAliasStoreAction",
                                "LoRAPathAction") or self.nargs not in (None, 0)

@@ -482,7 +482,7 @@ def normalise_argv(src: SglangSource, argv: list[str]) -> dict:
         parser.parse_args(list(argv), namespace=ns)
     except (_ParseError, ValueError) as e:  # ValueError: a flag whose DeprecatedAction raises
         raise ValueError(f"sglang {src.version}: {e}") from None
-    field = {f.dest: f.field or f.dest for f in src.flags}
+    field = {f.dest: f.server_arg for f in src.flags}
     return {field.get(k, k): v for k, v in vars(ns).items() if v is not _SENTINEL}
 
 
