@@ -112,7 +112,8 @@ unit: venv ## pytest: filters, modules, source reader on real wheels, bench clie
 	$(BIN)/pytest -m "not lab" -n $(UNIT_WORKERS) --durations=15
 
 lab-test: venv lab-image ## pytest -m lab: deploy, audit, verify and drift end to end on lab hosts of their own
-	$(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0
+	mkdir -p .lab && rm -f .lab/lab-cpu.jsonl
+	LAB_CPU_LOG=$(CURDIR)/.lab/lab-cpu.jsonl $(BIN)/pytest -m lab -n $(LAB_WORKERS) --dist loadfile --no-loadscope-reorder --durations=0
 
 lab-test-real-replica: venv lab-image ## The real module with two real SGLang servers behind the real router (make test: the second is a simulator host)
 	SGLANG_FLEET_REAL_REPLICA=1 $(BIN)/pytest -m lab -v --durations=0 tests/lab/test_real_sglang_lab.py

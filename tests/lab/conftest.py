@@ -7,6 +7,14 @@ Seconds per module (fleet setup included), measured with three workers beside mo
 warm, a nice-19 offline job beside it); a module not listed goes last. Re-measure with `--durations=0`.
 """
 
+import json
+import os
+import resource
+import time
+
+import lab_fleet
+import pytest
+
 MODULE_SECONDS = {
     "test_regression_lab.py": 1733,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (822 s), its limits and output check (260 s)
     "test_real_sglang_lab.py": 1510,  # one cold full-profile install, six real starts, the router rollout (409 s), a real tune (247 s)
@@ -29,3 +37,41 @@ MODULE_SECONDS = {
 
 def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))  # stable: a module's order is kept
+
+
+# What each module cost in CPU (#41: what each lab test pays for): the controller's (this process and
+# the plays it waited for: ansible-playbook, its forks, ssh, podman) and its fleets' hosts' (their
+# containers' cgroups, lab_fleet.HOST_CPU_S). With LAB_CPU_LOG set (make lab-test), one JSON line per
+# module there; the session's summary prints them.
+@pytest.fixture(scope="module", autouse=True)
+def module_cpu(request):
+    log = os.environ.get("LAB_CPU_LOG")
+    if not log:
+        yield
+        return
+    lab_fleet.HOST_CPU_S.clear()
+    start, before = time.monotonic(), controller_cpu_s()
+    yield
+    line = {"module": request.path.name, "wall_s": round(time.monotonic() - start, 1),
+            "controller_cpu_s": round(controller_cpu_s() - before, 1),
+            "hosts_cpu_s": round(sum(lab_fleet.HOST_CPU_S.values()), 1)}
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+def controller_cpu_s():
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def pytest_terminal_summary(terminalreporter):
+    log = os.environ.get("LAB_CPU_LOG")
+    if not log or not os.path.exists(log) or hasattr(terminalreporter.config, "workerinput"):
+        return
+    rows = [json.loads(line) for line in open(log, encoding="utf-8") if line.strip()]
+    rows.sort(key=lambda r: -(r["controller_cpu_s"] + r["hosts_cpu_s"]))
+    terminalreporter.section("CPU seconds by lab module (controller + its hosts)")
+    for r in rows:
+        terminalreporter.write_line(f"{r['controller_cpu_s'] + r['hosts_cpu_s']:8.0f} = {r['controller_cpu_s']:6.0f} + "
+                                    f"{r['hosts_cpu_s']:6.0f}  wall {r['wall_s']:6.0f}  {r['module']}")
+    terminalreporter.write_line(f"{sum(r['controller_cpu_s'] + r['hosts_cpu_s'] for r in rows):8.0f} in all")

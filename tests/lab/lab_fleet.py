@@ -162,7 +162,30 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     try:
         yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
     finally:
+        HOST_CPU_S[prefix] = containers_cpu_s(prefix)
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
+
+
+# CPU seconds each fleet's hosts used (their containers' cgroups, read before `lab.py down`): what
+# tests/lab/conftest.py reports per module beside the controller's share
+HOST_CPU_S = {}
+
+
+def containers_cpu_s(prefix):
+    """CPU seconds used by the containers named `prefix`-* so far (cgroup v1 cpuacct or v2 cpu.stat);
+    0 for one whose cgroup cannot be read."""
+    out = subprocess.run(["podman", "ps", "-a", "--filter", f"name=^{prefix}-", "--format", "{{.ID}}", "--no-trunc"],
+                         env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
+                         capture_output=True, text=True, check=False).stdout.split()
+    total = 0.0
+    for cid in out:
+        for path, scale in ((f"/sys/fs/cgroup/cpuacct/libpod_parent/libpod-{cid}/cpuacct.usage", 1e-9),
+                            (f"/sys/fs/cgroup/libpod_parent/libpod-{cid}/cpu.stat", 1e-6)):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                text = pathlib.Path(path).read_text()
+                total += scale * float(text.split()[1] if text.startswith("usage_usec") else text)
+                break
+    return total
 
 
 @contextlib.contextmanager
