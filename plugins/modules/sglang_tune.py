@@ -9,7 +9,7 @@ description:
     parser and start-up refusals (values it refuses are listed with its reason and never started),
     takes the run-to-run noise prior from the host's verify history, and writes the search's first
     state to O(state_file) with the plan (what fits O(budget_minutes)).
-  - C(record) adds one measured step (O(outcome) figures, or why the candidate could not run) to the
+  - C(record) adds one measured step (O(outcome) measurements, or why the candidate could not run) to the
     state and says what to do next; once done, the winner with its gain and interval, one row per
     candidate, and the answer's lines.
   - The search itself is plugins/module_utils/tune/search.py (a next-candidate state machine);
@@ -48,8 +48,13 @@ options:
     description: "plan: verify's measurement {levels, repeats, requests_per_stream, output_len}: which percentiles it can estimate."
     type: dict
     default: {}
-  outcome: {description: "record: the candidate's figures (a list), or why it could not run (text: a failed start's output).", type: raw}
-  levels: {description: "record: each measurement's verify levels (their pooled latencies, for O(limits)).", type: list, elements: raw, default: []}
+  outcome:
+    description:
+      - "record: the candidate's measurements (a list), or why it could not run (text: a failed start's output)."
+      - "A measurement is verify's benchmark (its sglang_bench results, one per concurrency level): its figure of
+        O(metric) and its latencies (for O(limits)) are read with verify's own code. A plain number is a figure
+        alone (no latency limit can be judged on it)."
+    type: raw
   outputs: {description: "record: the step's greedy outputs (when C(next.check_outputs) asked for them).", type: list, elements: str}
   seconds: {description: "record: the time the step took.", type: float}
   inventory_file: {description: "write: the host's own inventory file (host_vars/<host>.yml) whose sglang_args take the winner.", type: path}
@@ -243,21 +248,44 @@ def record(p):
     outcome = p["outcome"]
     if isinstance(outcome, str):
         outcome = session.failure_reason(outcome)
-    elif isinstance(outcome, (int, float)):
-        outcome = [float(outcome)]
     elif isinstance(outcome, list):
-        outcome = [float(x) for x in outcome]
+        outcome, levels = figures_of(outcome, tune["metric"])
     else:
-        raise session.TuneError(f"outcome must be the figures measured (a list) or why the candidate failed (text): {outcome!r}")
+        raise session.TuneError(f"outcome must be the measurements (a list) or why the candidate failed (text): {outcome!r}")
     measured = len(outcome) if isinstance(outcome, list) else 0
     if measured:
-        outcome = held(tune, step, outcome, p)
+        outcome = held(tune, step, outcome, levels, p)
     tune["state"] = search.record(tune["state"], step["candidate"], outcome, p["seconds"],
                                   measured=measured if isinstance(outcome, str) else 0)
     return tune, {}
 
 
-def held(tune, step, figures, p):
+def figures_of(measurements, metric):
+    """(figures, levels): each measurement's figure of `metric` and its verify levels, read by verify's
+    own code (gates.levels, gates.metrics_of) from its benchmark results; a number is a figure alone
+    (its levels None)."""
+    figures, levels = [], []
+    for m in measurements:
+        if isinstance(m, (int, float)) and not isinstance(m, bool):
+            figures.append(float(m))
+            levels.append(None)
+            continue
+        if not isinstance(m, list):
+            raise session.TuneError(f"a measurement must be verify's benchmark results (a list) or a figure: {m!r}")
+        try:
+            lv = gates.levels(m)
+        except (gates.VerifyError, AttributeError) as exc:
+            raise session.TuneError(f"a measurement verify cannot read: {exc}") from None
+        figure = gates.metrics_of(lv).get(metric)
+        if figure is None:
+            raise session.TuneError(f"the measurement has no {metric}: verify's concurrency levels must include "
+                                    f"{metric.partition('@')[2] or 1} (sglang_verify_concurrency)")
+        figures.append(float(figure))
+        levels.append(lv)
+    return figures, levels
+
+
+def held(tune, step, figures, levels, p):
     """The step's figures, or why it is infeasible though it ran: over a latency limit, or its greedy
     outputs not the incumbent's (checks.py)."""
     if checks.needs_outputs(tune.get("output_check"), tune["state"]["incumbent"], step["candidate"],
@@ -269,7 +297,9 @@ def held(tune, step, figures, p):
         if differ:
             return differ
     if tune.get("limits"):
-        over = checks.over_limits(tune["limits"], p["levels"])
+        if None in levels:
+            raise session.TuneError("latency limits are judged on verify's measurements, not on figures alone")
+        over = checks.over_limits(tune["limits"], levels)
         if over:
             return over
     return figures
@@ -330,7 +360,6 @@ def main():
             output_check=dict(type="dict", default={}),
             verify_shape=dict(type="dict", default={}),
             outcome=dict(type="raw"),
-            levels=dict(type="list", elements="raw", default=[]),
             outputs=dict(type="list", elements="str"),
             seconds=dict(type="float"),
             inventory_file=dict(type="path"),

@@ -108,6 +108,13 @@ def test_the_incumbents_outputs_are_the_reference_and_a_candidate_must_match_the
 
 # ------------------------------------------------------------------------------------- through the module
 
+def measurement(decode, ttft_p50_at_4):
+    """One measurement as roles/sglang_tune/tasks/measure.yml keeps it: sglang_bench's results (the fields verify
+    reads), single-stream decode and, at concurrency 4, the pooled TTFT the limits read."""
+    return [{"concurrency": 1, "decode_tok_s_per_stream": {"p50": decode}},
+            {"concurrency": 4, "output_throughput": 4 * decode, "latency_ms": {"ttft": {"p50": ttft_p50_at_4}}}]
+
+
 @pytest.fixture(scope="module")
 def src_0511():
     return str(sglang_source_tree("0.5.11"))
@@ -120,7 +127,7 @@ def test_candidates_over_a_limit_or_with_other_outputs_are_infeasible_and_the_in
     space = {"kv_cache_dtype": {"values": ["auto", "fp8_e5m2"], "lossy": True}, "schedule_policy": ["fcfs", "lpm"]}
     tune, extra = sglang_tune.plan(params(src_0511, state_file=str(state_file), space=space,
                                           limits={"ttft_ms_p50@4": 500}, output_check={"prompts": 2, "tokens": 8},
-                                          verify_shape=VERIFY, levels=[], outputs=None))
+                                          verify_shape=VERIFY, outputs=None))
     assert "ct129: limit: p50 TTFT at concurrency 4 at most 500 ms (read from 32 requests a measurement)" in extra["plan_lines"]
     state_file.write_text(json.dumps(tune))
     seen = []
@@ -132,10 +139,9 @@ def test_candidates_over_a_limit_or_with_other_outputs_are_infeasible_and_the_in
         seen.append((c["kv_cache_dtype"], c["schedule_policy"], step["check_outputs"]))
         fp8, lpm = c["kv_cache_dtype"] == "fp8_e5m2", c["schedule_policy"] == "lpm"
         ttft = 3000.0 if lpm else 120.0
-        lv = [[{"concurrency": 4, "latency_ms": {"ttft": {"p50": ttft * (1 + 0.01 * i)}}}] for i in range(step["measurements"])]
         outputs = (["ABCdefgh", "ABCdefgh"] if fp8 else ["ABCDEFGH", "ABCDEFGH"]) if step["check_outputs"] else None
-        figures = [40.0 * (1.3 if fp8 or lpm else 1.0)] * step["measurements"]
-        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=figures, seconds=20, levels=lv, outputs=outputs))
+        measured = [measurement(40.0 * (1.3 if fp8 or lpm else 1.0), ttft * (1 + 0.01 * i)) for i in range(step["measurements"])]
+        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=measured, seconds=20, outputs=outputs))
         state_file.write_text(json.dumps(tune))
     assert seen[0] == ("auto", "fcfs", True)   # the incumbent's outputs are the reference
     assert ("fp8_e5m2", "fcfs", True) in seen and ("auto", "lpm", False) in seen
@@ -154,13 +160,11 @@ def test_candidates_over_a_limit_or_with_other_outputs_are_infeasible_and_the_in
 def test_an_incumbent_over_its_limit_ends_the_search_saying_so(src_0511, tmp_path):
     state_file = tmp_path / "state.json"
     tune, _ = sglang_tune.plan(params(src_0511, state_file=str(state_file), space={"schedule_policy": ["fcfs", "lpm"]},
-                                      limits={"ttft_ms_p50@4": 500}, output_check={}, verify_shape=VERIFY,
-                                      levels=[], outputs=None))
+                                      limits={"ttft_ms_p50@4": 500}, output_check={}, verify_shape=VERIFY, outputs=None))
     state_file.write_text(json.dumps(tune))
     step = sglang_tune.next_of(tune)
-    lv = [[{"concurrency": 4, "latency_ms": {"ttft": {"p50": 900.0}}}]] * step["measurements"]
-    tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=[40.0] * step["measurements"],
-                                        levels=lv, outputs=None))
+    tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=[measurement(40.0, 900.0)] * step["measurements"],
+                                        outputs=None))
     step = sglang_tune.next_of(tune)
     assert step["action"] == "done" and step["result"]["message"] == (
         "the incumbent itself is over its latency limit: p50 TTFT at concurrency 4 was 900 ms (limit 500 ms): a "
@@ -171,7 +175,33 @@ def test_a_step_that_had_to_check_outputs_but_recorded_none_is_refused(src_0511,
     state_file = tmp_path / "state.json"
     tune, _ = sglang_tune.plan(params(src_0511, state_file=str(state_file),
                                       space={"kv_cache_dtype": {"values": ["auto", "fp8_e5m2"], "lossy": True}},
-                                      limits={}, output_check={}, verify_shape=VERIFY, levels=[], outputs=None))
+                                      limits={}, output_check={}, verify_shape=VERIFY, outputs=None))
     state_file.write_text(json.dumps(tune))
     with pytest.raises(session.TuneError, match="record its greedy outputs"):
-        sglang_tune.record(params(state_file=str(state_file), outcome=[40.0, 40.0], levels=[], outputs=None))
+        sglang_tune.record(params(state_file=str(state_file), outcome=[40.0, 40.0], outputs=None))
+
+
+def test_a_measurement_is_read_with_verifys_code_and_a_figure_alone_cannot_be_held_to_a_limit(src_0511, tmp_path):
+    """record reads each measurement's figure of the search's metric and its latencies from the benchmark
+    results (gates.levels, gates.metrics_of); a measurement without the metric's level, or a bare figure
+    where a latency limit must be judged, is refused saying why."""
+    state_file = tmp_path / "state.json"
+    tune, _ = sglang_tune.plan(params(src_0511, state_file=str(state_file), space={"schedule_policy": ["fcfs", "lpm"]},
+                                      metric="output_tok_s@4", output_check={}, verify_shape=VERIFY, outputs=None))
+    state_file.write_text(json.dumps(tune))
+    single = [[{"concurrency": 1, "decode_tok_s_per_stream": {"p50": 40.0}}]]
+    with pytest.raises(session.TuneError, match="the measurement has no output_tok_s@4: verify's concurrency levels must include 4"):
+        sglang_tune.record(params(state_file=str(state_file), outcome=single, seconds=20, outputs=None))
+    with pytest.raises(session.TuneError, match="a measurement verify cannot read: no single-stream"):
+        sglang_tune.record(params(state_file=str(state_file), outcome=[[{"concurrency": 4}]], seconds=20, outputs=None))
+    step = sglang_tune.next_of(tune)
+    tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=[measurement(40.0, 100.0)] * step["measurements"],
+                                        seconds=20, outputs=None))
+    incumbent = next(iter(tune["state"]["configs"].values()))
+    assert incumbent["figures"] == [160.0] * step["measurements"], incumbent   # the output at 4 (4 x 40), not the decode
+    state_file.write_text(json.dumps(tune))
+    tune, _ = sglang_tune.plan(params(src_0511, state_file=str(state_file), space={"schedule_policy": ["fcfs", "lpm"]},
+                                      limits={"ttft_ms_p50@4": 500}, output_check={}, verify_shape=VERIFY, outputs=None))
+    state_file.write_text(json.dumps(tune))
+    with pytest.raises(session.TuneError, match="latency limits are judged on verify's measurements, not on figures alone"):
+        sglang_tune.record(params(state_file=str(state_file), outcome=[40.0, 40.0], seconds=20, outputs=None))

@@ -40,7 +40,7 @@ def params(src=None, **over):
          "source_dir": src, "model_config": QWEN36, "hardware": {}, "budget_minutes": 20,
          "cost_model": {"restart_s": 15, "measure_s": 10}, "settings": {}, "metric": "decode_tok_s@1",
          "history_file": "", "noise_prior": {"pct": 2, "dof": 4}, "from_audit": False, "state_file": "", "outcome": None, "seconds": None,
-         "inventory_file": None, "changes": {}, "limits": {}, "output_check": {}, "verify_shape": {}, "levels": [],
+         "inventory_file": None, "changes": {}, "limits": {}, "output_check": {}, "verify_shape": {},
          "outputs": None}
     p.update(over)
     return p
