@@ -155,12 +155,20 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     if group_vars:
         lab_vars = inv / "group_vars" / "sglang_lab.yml"
         lab_vars.write_text(yaml.safe_dump({**yaml.safe_load(lab_vars.read_text()), **group_vars}))
+    with lab_hosts(inventory, prefix):
+        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
+
+
+@contextlib.contextmanager
+def lab_hosts(inventory, prefix):
+    """`lab.py up` the inventory's hosts as `prefix`-*, and `lab.py down` after, their CPU seconds kept
+    first (HOST_CPU_S)."""
     lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
     # generous: `make test` starts several fleets at once next to the unit tests on two cores
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build", "--timeout", "300"])
     assert rc == 0, out
     try:
-        yield LabFleet(inventory, tmp_path / "reports", KNOWN_HOSTS / prefix, extra_vars)
+        yield
     finally:
         HOST_CPU_S[prefix] = containers_cpu_s(prefix)
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])

@@ -18,7 +18,7 @@ import time
 
 import pytest
 import yaml
-from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, recap, run, unflow
+from lab_fleet import KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, lab_hosts, recap, run, unflow
 from router_client import RouterClient
 
 pytestmark = pytest.mark.lab
@@ -78,11 +78,8 @@ def fleet(tmp_path_factory):
         pytest.skip("podman not installed (make lab-deps)")
     tmp = tmp_path_factory.mktemp("pd")
     inv = inventory(tmp)
-    lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
-    rc, out = run([*lab_py, "up", "--inventory", inv, "--prefix", PREFIX, "--no-build", "--timeout", "300"])
-    assert rc == 0, out
-    lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
-    try:
+    with lab_hosts(inv, PREFIX):
+        lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
         rc, out = lab.play("lab/prepare.yml")
         assert rc == 0, out
         # The router and its servers deploy at once (different hosts): the router starts first and
@@ -97,8 +94,6 @@ def fleet(tmp_path_factory):
         while time.monotonic() < end and not generates():
             time.sleep(1)
         yield lab, tmp, {name: out for name, (_, out) in outs.items()}
-    finally:
-        run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
 
 
 def streamed_generation(tokens):

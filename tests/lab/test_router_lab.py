@@ -33,7 +33,7 @@ import urllib.error
 
 import pytest
 import yaml
-from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, recap, run, unflow
+from lab_fleet import BIN, KNOWN_HOSTS, LIGHT_VERIFY, REPO, LabFleet, lab_hosts, recap, run, unflow
 from router_client import Load, RouterClient
 
 pytestmark = pytest.mark.lab
@@ -80,12 +80,9 @@ def fleet(tmp_path_factory):
         pytest.skip("podman not installed (make lab-deps)")
     tmp = tmp_path_factory.mktemp("router")
     inv = inventory(tmp)
-    lab_py = [BIN / "python", REPO / "lab" / "lab.py"]
-    rc, out = run([*lab_py, "up", "--inventory", inv, "--prefix", PREFIX, "--no-build", "--timeout", "300"])
-    assert rc == 0, out
 
-    lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
-    try:
+    with lab_hosts(inv, PREFIX):
+        lab = LabFleet(inv, tmp / "reports", KNOWN_HOSTS / PREFIX)
         rc, out = lab.play("lab/prepare.yml")
         assert rc == 0, out
         # A fresh fleet in the wrong order: rep1 deployed before its router ever ran. It serves
@@ -97,8 +94,6 @@ def fleet(tmp_path_factory):
         lab.site = (rc, out)
         assert rc == 0, out
         yield lab
-    finally:
-        run([*lab_py, "down", "--inventory", inv, "--prefix", PREFIX])
 
 
 def rollout(fleet, marker, *extra):
