@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(items):
 # What each module cost in CPU (#41: what each lab test pays for): the controller's (this process and
 # the plays it waited for: ansible-playbook, its forks, ssh, podman) and its fleets' hosts' (their
 # containers' cgroups, lab_fleet.HOST_CPU_S). With LAB_CPU_LOG set (make lab-test), one JSON line per
-# module there; the session's summary prints them.
+# module there; the session's summary prints them (tests/conftest.py).
 @pytest.fixture(scope="module", autouse=True)
 def module_cpu(request):
     log = os.environ.get("LAB_CPU_LOG")
@@ -62,16 +62,3 @@ def module_cpu(request):
 def controller_cpu_s():
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
-
-
-def pytest_terminal_summary(terminalreporter):
-    log = os.environ.get("LAB_CPU_LOG")
-    if not log or not os.path.exists(log) or hasattr(terminalreporter.config, "workerinput"):
-        return
-    rows = [json.loads(line) for line in open(log, encoding="utf-8") if line.strip()]
-    rows.sort(key=lambda r: -(r["controller_cpu_s"] + r["hosts_cpu_s"]))
-    terminalreporter.section("CPU seconds by lab module (controller + its hosts)")
-    for r in rows:
-        terminalreporter.write_line(f"{r['controller_cpu_s'] + r['hosts_cpu_s']:8.0f} = {r['controller_cpu_s']:6.0f} + "
-                                    f"{r['hosts_cpu_s']:6.0f}  wall {r['wall_s']:6.0f}  {r['module']}")
-    terminalreporter.write_line(f"{sum(r['controller_cpu_s'] + r['hosts_cpu_s'] for r in rows):8.0f} in all")
