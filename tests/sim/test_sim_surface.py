@@ -96,7 +96,8 @@ def test_acceptance_fades_with_batch_size_as_configured(sim):
     """batch_fade_per_doubling 0.5: at batch 4 the gain over 1 token is halved (1 + 0.5 * log2 4 = 2)."""
     surface = {"speculative": {"batch_fade_per_doubling": 0.5}}
     s = sim("0.5.23", spec_argv(3), config={"surface": surface}, weight_bytes=FAST)
-    single = stream_rate(s, 80)
+    # the faster of two: a loaded machine only ever slows the simulator's pacing (once 26 % slow in CI)
+    single = max(stream_rate(s, 80), stream_rate(s, 80))
     body = {"text": "go", "stream": True, "sampling_params": {"max_new_tokens": 80}}
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         runs = list(pool.map(lambda _: s.stream("/generate", body), range(4)))
