@@ -43,9 +43,11 @@ lab-status: venv ## Which lab hosts answer SSH
 lab-smoke: lab-image ## Check the lab hosts' systemd stand-in on a throwaway network
 	bash lab/smoke.sh
 
-lab-down: venv ## Remove the lab fleet and stop its hub
+lab-down: venv ## Remove the lab fleet, stop its hub, remove deployed-fleet snapshots a killed test run left
 	$(PY) lab/lab.py down --inventory $(LAB_INVENTORY)
 	$(PY) lab/hub/hub.py down --dir .lab/hub
+	podman images --format '{{.Repository}}:{{.Tag}}' --filter reference=localhost/sglang-fleet-snapshot \
+		| xargs -r podman rmi --force >/dev/null; rm -rf .lab/snapshots
 
 # The lab fleet's Hugging Face hub on the controller (lab/hub: olah behind a thin front), which
 # inventories/lab/group_vars/sglang_lab.yml names: cpu1's and h200x1s's models come from it.

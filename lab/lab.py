@@ -157,6 +157,16 @@ def read_inventory(path):
     return result
 
 
+def host_images(path):
+    """{host: image} for the hosts whose inventory entry names `lab_image`: a snapshot of a deployed
+    host that the tests start instead of the lab image (tests/lab/lab_fleet.py, deployed_lab_fleet)."""
+    import yaml
+
+    hosts = {}
+    _collect_hosts((yaml.safe_load(Path(path).read_text()) or {}).get("all"), hosts)
+    return {name: str(hvars["lab_image"]) for name, hvars in hosts.items() if hvars.get("lab_image")}
+
+
 def network_of(hosts, prefix):
     """(network name, subnet) for the hosts: e.g. ('sglang-lab-10-89-77', 10.89.77.0/24)."""
     subnet = ipaddress.IPv4Network(f"{hosts[0][1]}/24", strict=False)
@@ -315,8 +325,8 @@ def ensure_key():
         )
 
 
-def run_container(name, host, ip, netname, prefix):
-    """Start one lab host: PID 1 is the systemctl replacement, sshd comes up as a unit."""
+def run_container(name, host, ip, netname, prefix, image=IMAGE):
+    """Start one lab host from `image`: PID 1 is the systemctl replacement, sshd comes up as a unit."""
     podman(
         "run", "--detach", "--name", name, "--hostname", host,
         "--network", netname, "--ip", str(ip), "--network-alias", host,
@@ -326,7 +336,7 @@ def run_container(name, host, ip, netname, prefix):
         "--volume", f"{SSH_KEY.with_suffix('.pub')}:/etc/ssh/lab/authorized_keys:ro",
         "--label", f"{LABEL}={prefix}", "--label", f"{LABEL}.network={netname}",
         "--label", f"{LABEL}.host={host}", "--label", f"{LABEL}.ip={ip}", "--label", f"{LABEL}.key={key_id()}",
-        IMAGE, "/usr/sbin/init",
+        image, "/usr/sbin/init",
     )  # fmt: skip
 
 
@@ -431,7 +441,10 @@ def cmd_up(args):
     refuse_other_checkouts(other_checkouts({n: container_info(n) for n in names}), args.prefix, args.inventory)
     ensure_image(not args.no_build)
     ensure_key()
-    image_id = podman("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip()
+    images = {host: host_images(args.inventory).get(host, IMAGE) for host, _ in hosts}
+    image_ids = {
+        image: podman("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() for image in set(images.values())
+    }
     if ensure_network(netname, subnet, args.prefix, args.egress):
         kind = "with egress (NAT)" if args.egress else "internal: no route beyond it"
         print(f"lab: network {netname} {subnet} created, {kind}")
@@ -451,9 +464,9 @@ def cmd_up(args):
             remove(name)
             print(f"lab: removed {name} (podman said running, but its process is gone); creating it again")
             info = None
-        elif info and info["image"] != image_id:
+        elif info and info["image"] != image_ids[images[host]]:
             remove(name)  # an older image may lack what the inventory relies on (the `fleet` user)
-            print(f"lab: removed {name} (it runs an older image); creating it again")
+            print(f"lab: removed {name} (it runs another image than {images[host]}); creating it again")
             info = None
         elif info and info["key_source"] and info["key_source"] != str(SSH_KEY.with_suffix(".pub")):
             remove(name)  # other_checkouts() refused the existing ones: that checkout is gone
@@ -465,7 +478,7 @@ def cmd_up(args):
             print(f"lab: removed {name} (it accepts an older lab key of this checkout); creating it again")
             info = None
         if info is None:
-            run_container(name, host, ip, netname, args.prefix)
+            run_container(name, host, ip, netname, args.prefix, images[host])
             print(f"lab: {name} created ({ip})")
         elif info["state"] != "running":
             podman("start", name)

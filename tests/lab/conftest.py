@@ -50,11 +50,30 @@ def module_cpu(request):
         yield
         return
     lab_fleet.HOST_CPU_S.clear()
+    lab_fleet.SNAPSHOT_USE.clear()
     start, before = time.monotonic(), controller_cpu_s()
     yield
     line = {"module": request.path.name, "wall_s": round(time.monotonic() - start, 1),
             "controller_cpu_s": round(controller_cpu_s() - before, 1),
-            "hosts_cpu_s": round(sum(lab_fleet.HOST_CPU_S.values()), 1)}
+            "hosts_cpu_s": round(sum(lab_fleet.HOST_CPU_S.values()), 1),
+            "fleet": ", ".join(sorted(set(lab_fleet.SNAPSHOT_USE.values())))}
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+# The same per test (its call, setup and teardown of function-scoped fixtures; a module's fleet is its
+# module's line less its tests'), one JSON line each: where a module's CPU goes.
+@pytest.fixture(autouse=True)
+def cpu_per_test(request):
+    log = os.environ.get("LAB_CPU_LOG")
+    if not log:
+        yield
+        return
+    start, before, hosts_before = time.monotonic(), controller_cpu_s(), lab_fleet.hosts_cpu_s()
+    yield
+    line = {"test": request.node.nodeid, "wall_s": round(time.monotonic() - start, 1),
+            "controller_cpu_s": round(controller_cpu_s() - before, 1),
+            "hosts_cpu_s": round(lab_fleet.hosts_cpu_s() - hosts_before, 1)}
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
 

@@ -7,6 +7,8 @@ Needs podman and the lab image (`make lab-image`).
 """
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -127,11 +129,12 @@ class LabFleet:
 
 
 @contextlib.contextmanager
-def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=None, extend=None):
+def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=None, extend=None, images=None):
     """Start the lab hosts (LAB_HOSTS, or only `hosts`) on `subnet` (e.g. "10.89.83.") as `prefix`-*,
     with `group_vars` over the lab group's (group_vars/sglang_lab.yml of the copy) and
     `extra_vars` given to every play before the test's own -e. `extend(data, inventory_dir)` may
-    add hosts and groups to the copy's inventory (its parsed hosts.yml) before the hosts start."""
+    add hosts and groups to the copy's inventory (its parsed hosts.yml) before the hosts start;
+    `images` ({host: image}) starts those hosts from a snapshot instead of the lab image."""
     if shutil.which("podman") is None:
         pytest.skip("podman not installed (make lab-deps)")
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode:
@@ -142,7 +145,8 @@ def lab_fleet(tmp_path, prefix, subnet, hosts=None, group_vars=None, extra_vars=
     data = yaml.safe_load(inventory.read_text())
     servers = data["all"]["children"]["sglang_servers"]
     group = servers["children"]["sglang_lab"]
-    group["hosts"] = {name: {"ansible_host": spec["ansible_host"].replace("10.89.77.", subnet)}
+    group["hosts"] = {name: {"ansible_host": spec["ansible_host"].replace("10.89.77.", subnet),
+                             **({"lab_image": images[name]} if name in (images or {}) else {})}
                       for name, spec in group["hosts"].items() if name in (hosts or LAB_HOSTS)}
     group["vars"]["lab_known_hosts"] = str(KNOWN_HOSTS / prefix)
     # the lab servers alone: the demo's router and its replicas' group stay out of the tests' copies
@@ -167,24 +171,32 @@ def lab_hosts(inventory, prefix):
     # generous: `make test` starts several fleets at once next to the unit tests on two cores
     rc, out = run([*lab_py, "up", "--inventory", inventory, "--prefix", prefix, "--no-build", "--timeout", "300"])
     assert rc == 0, out
+    LIVE_PREFIXES.add(prefix)
     try:
         yield
     finally:
         HOST_CPU_S[prefix] = containers_cpu_s(prefix)
+        LIVE_PREFIXES.discard(prefix)
+        DOWN_CPU_S[0] += HOST_CPU_S[prefix]
         run([*lab_py, "down", "--inventory", inventory, "--prefix", prefix])
 
 
 # CPU seconds each fleet's hosts used (their containers' cgroups, read before `lab.py down`): what
-# tests/lab/conftest.py reports per module beside the controller's share
+# tests/lab/conftest.py reports per module and per test beside the controller's share
 HOST_CPU_S = {}
+LIVE_PREFIXES = set()
+DOWN_CPU_S = [0.0]  # all fleets this process took down
+
+
+def hosts_cpu_s():
+    """CPU seconds of every fleet this process started so far: those up, and those already down."""
+    return DOWN_CPU_S[0] + sum(containers_cpu_s(prefix) for prefix in LIVE_PREFIXES)
 
 
 def containers_cpu_s(prefix):
     """CPU seconds used by the containers named `prefix`-* so far (cgroup v1 cpuacct or v2 cpu.stat);
     0 for one whose cgroup cannot be read."""
-    out = subprocess.run(["podman", "ps", "-a", "--filter", f"name=^{prefix}-", "--format", "{{.ID}}", "--no-trunc"],
-                         env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
-                         capture_output=True, text=True, check=False).stdout.split()
+    out = podman_lab("ps", "-a", "--filter", f"name=^{prefix}-", "--format", "{{.ID}}", "--no-trunc").stdout.split()
     total = 0.0
     for cid in out:
         for path, scale in ((f"/sys/fs/cgroup/cpuacct/libpod_parent/libpod-{cid}/cpuacct.usage", 1e-9),
@@ -196,16 +208,97 @@ def containers_cpu_s(prefix):
     return total
 
 
+# Modules that deploy the same hosts the same way share that state (#41): the first to ask deploys it
+# and leaves a snapshot (each host's container committed as an image, the controller's reports copied);
+# the others start their hosts from it. One test run's snapshots (SNAPSHOT_RUN, set by tests/conftest.py
+# before pytest-xdist starts its workers) are removed at its end; a run never sees another's, nor an
+# older tree's.
+SNAPSHOTS = REPO / ".lab" / "snapshots"
+SNAPSHOT_IMAGE = "localhost/sglang-fleet-snapshot"
+SNAPSHOT_USE = {}  # prefix -> how its deployed fleet began (tests/lab/conftest.py reports it)
+
+
+def snapshot_run():
+    return os.environ.setdefault("SGLANG_FLEET_SNAPSHOT_RUN", os.urandom(6).hex())
+
+
+def snapshot_key(hosts, group_vars, deploy_args):
+    """What a deployed fleet's state is made of: its hosts, the group_vars over the lab's, deploy.yml's arguments."""
+    spec = json.dumps([sorted(hosts), group_vars, list(deploy_args)], sort_keys=True)
+    return f"{snapshot_run()}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+
+
+@contextlib.contextmanager
+def snapshot_lock(key):
+    """One module at a time makes or reads the snapshot `key` (the others wait for it)."""
+    SNAPSHOTS.mkdir(parents=True, exist_ok=True)
+    with open(SNAPSHOTS / f"{key}.lock", "w", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def podman_lab(*argv):
+    """podman with the lab's containers.conf, not asserted."""
+    return subprocess.run(["podman", *argv], env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
+                          capture_output=True, text=True, check=False)
+
+
+def snapshot_images(key, hosts):
+    """{host: image} of snapshot `key`, or {} unless every host has one (and its reports were kept)."""
+    images = {host: f"{SNAPSHOT_IMAGE}:{key}-{host}" for host in hosts}
+    kept = (SNAPSHOTS / key / "reports").is_dir() and all(
+        podman_lab("image", "exists", image).returncode == 0 for image in images.values())
+    return images if kept else {}
+
+
+def take_snapshot(fleet, key, prefix, hosts):
+    for host in hosts:
+        fleet.podman("commit", "--quiet", f"{prefix}-{host}", f"{SNAPSHOT_IMAGE}:{key}-{host}")
+    shutil.copytree(fleet.reports, SNAPSHOTS / key / "reports")
+
+
+def start_from_snapshot(fleet, key, hosts):
+    """The snapshot's reports in the fleet's folder; each host's server up again (PID 1 starts its units)."""
+    shutil.copytree(SNAPSHOTS / key / "reports", fleet.reports, dirs_exist_ok=True)
+    for host in hosts:
+        rc, out = fleet.ssh_status(host, "for i in $(seq 300); do curl -sf -o /dev/null "
+                                         "http://127.0.0.1:30000/health && exit 0; sleep 0.2; done; exit 1", timeout=120)
+        assert rc == 0, f"{host}: the server of its snapshot did not answer /health within 60 s: {out}"
+
+
+def remove_snapshots(run):
+    """Remove the snapshot images and folders of test run `run`."""
+    tags = podman_lab("images", "--format", "{{.Repository}}:{{.Tag}}",
+                      "--filter", f"reference={SNAPSHOT_IMAGE}:{run}-*").stdout.split()
+    if tags:
+        podman_lab("rmi", "--force", *tags)
+    for path in SNAPSHOTS.glob(f"{run}-*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 @contextlib.contextmanager
 def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), group_vars=None):
     """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it, every host in
     one batch (the rollout's batches are tests/lab/test_rollout_lab.py's subject, not the setup's);
     verify's benchmark is LIGHT_VERIFY unless `group_vars` says otherwise. Later deploys roll out
-    in two batches, the canary then the rest (CANARY_THEN_REST), unless a test passes its own."""
-    with lab_fleet(tmp_path, prefix, subnet, hosts, {**LIGHT_VERIFY, **(group_vars or {})},
-                   CANARY_THEN_REST) as fleet:
-        for playbook, args in (("lab/prepare.yml", ()),
-                               ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}', *deploy_args))):
-            rc, out = fleet.play(playbook, *args)
-            assert rc == 0, out
+    in two batches, the canary then the rest (CANARY_THEN_REST), unless a test passes its own.
+    The first module to ask for a fleet deploys it; one asking for the same fleet after it in the same
+    run starts from its snapshot (snapshot_key)."""
+    hosts, group_vars = tuple(hosts or LAB_HOSTS), {**LIGHT_VERIFY, **(group_vars or {})}
+    key = snapshot_key(hosts, group_vars, deploy_args)
+    with contextlib.ExitStack() as stack:
+        with snapshot_lock(key):
+            images = snapshot_images(key, hosts)
+            fleet = stack.enter_context(lab_fleet(tmp_path, prefix, subnet, hosts, group_vars, CANARY_THEN_REST,
+                                                  images=images))
+            if images:
+                start_from_snapshot(fleet, key, hosts)
+                SNAPSHOT_USE[prefix] = "started from a snapshot"
+            else:
+                for playbook, args in (("lab/prepare.yml", ()),
+                                       ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}', *deploy_args))):
+                    rc, out = fleet.play(playbook, *args)
+                    assert rc == 0, out
+                take_snapshot(fleet, key, prefix, hosts)
+                SNAPSHOT_USE[prefix] = "deployed, snapshot taken"
         yield fleet
