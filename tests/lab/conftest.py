@@ -16,7 +16,8 @@ import lab_fleet
 import pytest
 
 MODULE_SECONDS = {
-    "test_regression_lab.py": 1733,  # a deploy, its rollback, 5 regression steps (one venv), the restore; tune.yml (822 s), its limits and output check (260 s)
+    "test_tune_lab.py": 1090,  # tune.yml on the seeds' case (822 s), its limits and output check (260 s)
+    "test_regression_lab.py": 650,  # a deploy, its rollback, 5 regression steps (one venv), the restore
     "test_real_sglang_lab.py": 1510,  # one cold full-profile install, six real starts, the router rollout (409 s), a real tune (247 s)
     "test_verify_lab.py": 705,
     "test_rollout_recovery_lab.py": 705,
@@ -53,7 +54,7 @@ def module_cpu(request):
     lab_fleet.SNAPSHOT_USE.clear()
     start, before = time.monotonic(), controller_cpu_s()
     yield
-    line = {"module": request.path.name, "wall_s": round(time.monotonic() - start, 1),
+    line = {"module": request.path.name, "wall_s": round(time.monotonic() - start, 1), "end": round(time.time()),
             "controller_cpu_s": round(controller_cpu_s() - before, 1),
             "hosts_cpu_s": round(sum(lab_fleet.HOST_CPU_S.values()), 1),
             "fleet": ", ".join(sorted(set(lab_fleet.SNAPSHOT_USE.values())))}
@@ -71,7 +72,7 @@ def cpu_per_test(request):
         return
     start, before, hosts_before = time.monotonic(), controller_cpu_s(), lab_fleet.hosts_cpu_s()
     yield
-    line = {"test": request.node.nodeid, "wall_s": round(time.monotonic() - start, 1),
+    line = {"test": request.node.nodeid, "wall_s": round(time.monotonic() - start, 1), "end": round(time.time()),
             "controller_cpu_s": round(controller_cpu_s() - before, 1),
             "hosts_cpu_s": round(lab_fleet.hosts_cpu_s() - hosts_before, 1)}
     with open(log, "a", encoding="utf-8") as fh:
