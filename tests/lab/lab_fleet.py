@@ -203,6 +203,12 @@ def hosts_cpu_s():
     return DOWN_CPU_S[0] + sum(containers_cpu_s(prefix) for prefix in LIVE_PREFIXES)
 
 
+def podman_lab(*argv):
+    """podman with the lab's containers.conf, not asserted."""
+    return subprocess.run(["podman", *argv], env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
+                          capture_output=True, text=True, check=False)
+
+
 def containers_cpu_s(prefix):
     """CPU seconds used by the containers named `prefix`-* so far (cgroup v1 cpuacct or v2 cpu.stat);
     0 for one whose cgroup cannot be read."""
@@ -220,15 +226,16 @@ def containers_cpu_s(prefix):
 
 # Modules that deploy the same hosts the same way share that state (#41): the first to ask deploys it
 # and leaves a snapshot (each host's container committed as an image, the controller's reports copied);
-# the others start their hosts from it. One test run's snapshots (SNAPSHOT_RUN, set by tests/conftest.py
-# before pytest-xdist starts its workers) are removed at its end; a run never sees another's, nor an
-# older tree's.
+# the others start their hosts from it. One test run's snapshots (SGLANG_FLEET_SNAPSHOT_RUN, set by
+# tests/conftest.py before pytest-xdist starts its workers) are removed at its end; a run never sees
+# another's, nor an older tree's.
 SNAPSHOTS = REPO / ".lab" / "snapshots"
 SNAPSHOT_IMAGE = "localhost/sglang-fleet-snapshot"
 SNAPSHOT_USE = {}  # prefix -> how its deployed fleet began (tests/lab/conftest.py reports it)
 
 
 def snapshot_run():
+    """This test run's id (a run without tests/conftest.py's, e.g. a script: one of its own)."""
     return os.environ.setdefault("SGLANG_FLEET_SNAPSHOT_RUN", os.urandom(6).hex())
 
 
@@ -247,12 +254,6 @@ def snapshot_lock(key):
         yield
 
 
-def podman_lab(*argv):
-    """podman with the lab's containers.conf, not asserted."""
-    return subprocess.run(["podman", *argv], env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
-                          capture_output=True, text=True, check=False)
-
-
 def snapshot_images(key, hosts):
     """{host: image} of snapshot `key`, or {} unless every host has one (and its reports were kept)."""
     images = {host: f"{SNAPSHOT_IMAGE}:{key}-{host}" for host in hosts}
@@ -262,6 +263,7 @@ def snapshot_images(key, hosts):
 
 
 def take_snapshot(fleet, key, prefix, hosts):
+    """Commit each host's container (files only: /run and the mounted key are not in it) and copy the reports."""
     for host in hosts:
         fleet.podman("commit", "--quiet", f"{prefix}-{host}", f"{SNAPSHOT_IMAGE}:{key}-{host}")
     shutil.copytree(fleet.reports, SNAPSHOTS / key / "reports")
