@@ -15,23 +15,23 @@ import time
 import lab_fleet
 import pytest
 
-MODULE_SECONDS = {
-    "test_tune_lab.py": 1090,  # tune.yml on the seeds' case (822 s), its limits and output check (260 s)
-    "test_regression_lab.py": 650,  # a deploy, its rollback, 5 regression steps (one venv), the restore
-    "test_real_sglang_lab.py": 1510,  # one cold full-profile install, six real starts, the router rollout (409 s), a real tune (247 s)
-    "test_verify_lab.py": 705,
-    "test_rollout_recovery_lab.py": 705,
-    "test_router_lab.py": 466,  # a tune behind the router (124 s)
-    "test_model_lab.py": 431,  # its own hub, 8 stagings and rollbacks
-    "test_deploy_lab.py": 389,
-    "test_bad_inputs_lab.py": 320,
-    "test_audit_lab.py": 289,
-    "test_rollout_lab.py": 284,
-    "test_multinode_lab.py": 245,
-    "test_pd_lab.py": 211,
-    "test_secrets_lab.py": 165,
-    "test_supply_chain_lab.py": 80,
-    "test_upgrade_preview_lab.py": 76,
+MODULE_SECONDS = {  # walls of a fresh-clone `.ci/run` (2026-12-07, three workers): the longest start first
+    "test_real_sglang_lab.py": 1913,  # one cold full-profile install (755 s), six real starts, the router rollout, a real tune
+    "test_tune_lab.py": 1265,  # tune.yml on the seeds' case (841 s), its limits and output check (281 s)
+    "test_rollout_recovery_lab.py": 860,
+    "test_router_lab.py": 728,  # a tune behind the router (292 s)
+    "test_verify_lab.py": 725,
+    "test_audit_lab.py": 674,
+    "test_model_lab.py": 628,  # its own hub, 8 stagings and rollbacks
+    "test_deploy_lab.py": 532,
+    "test_bad_inputs_lab.py": 506,
+    "test_regression_lab.py": 500,  # 3 regression.yml runs on the tune module's fleet (its snapshot)
+    "test_multinode_lab.py": 391,
+    "test_rollout_lab.py": 372,  # on the recovery module's fleet (its snapshot)
+    "test_pd_lab.py": 327,
+    "test_secrets_lab.py": 273,
+    "test_supply_chain_lab.py": 93,
+    "test_upgrade_preview_lab.py": 79,  # on the deploy module's fleet (its snapshot)
     "test_lab_tool.py": 16,
 }
 

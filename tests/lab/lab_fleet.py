@@ -289,18 +289,18 @@ def remove_snapshots(run):
 
 
 @contextlib.contextmanager
-def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), group_vars=None):
+def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), group_vars=None, shared=False):
     """lab_fleet(), then lab/prepare.yml and deploy.yml (with `deploy_args`) on it, every host in
     one batch (the rollout's batches are tests/lab/test_rollout_lab.py's subject, not the setup's);
     verify's benchmark is LIGHT_VERIFY unless `group_vars` says otherwise. Later deploys roll out
     in two batches, the canary then the rest (CANARY_THEN_REST), unless a test passes its own.
-    The first module to ask for a fleet deploys it; one asking for the same fleet after it in the same
-    run starts from its snapshot (snapshot_key)."""
+    `shared`: another module deploys the same fleet (snapshot_key): the first of them to ask deploys it
+    and takes a snapshot, the other starts from it."""
     hosts, group_vars = tuple(hosts or LAB_HOSTS), {**LIGHT_VERIFY, **(group_vars or {})}
     key = snapshot_key(hosts, group_vars, deploy_args)
     with contextlib.ExitStack() as stack:
         with snapshot_lock(key):
-            images = snapshot_images(key, hosts)
+            images = snapshot_images(key, hosts) if shared else {}
             fleet = stack.enter_context(lab_fleet(tmp_path, prefix, subnet, hosts, group_vars, CANARY_THEN_REST,
                                                   images=images))
             if images:
@@ -311,6 +311,7 @@ def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), gro
                                        ("deploy.yml", ("-e", '{"sglang_rollout_batches": ["100%"]}', *deploy_args))):
                     rc, out = fleet.play(playbook, *args)
                     assert rc == 0, out
-                take_snapshot(fleet, key, prefix, hosts)
-                SNAPSHOT_USE[prefix] = "deployed, snapshot taken"
+                if shared:
+                    take_snapshot(fleet, key, prefix, hosts)
+                    SNAPSHOT_USE[prefix] = "deployed, snapshot taken"
         yield fleet

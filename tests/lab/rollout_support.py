@@ -41,7 +41,8 @@ def everywhere(faults):
 @contextlib.contextmanager
 def rollout_fleet(tmp_path_factory, prefix, subnet):
     """The lab fleet as `prefix`-* on `subnet`, deployed once (every host's first release is good)."""
-    with deployed_lab_fleet(tmp_path_factory.mktemp(prefix), prefix, subnet, group_vars=GROUP_VARS) as fleet:
+    with deployed_lab_fleet(tmp_path_factory.mktemp(prefix), prefix, subnet, group_vars=GROUP_VARS,
+                            shared=True) as fleet:
         yield fleet
 
 

@@ -25,7 +25,8 @@ FAST = ("--skip-tags", "sglang_verify")
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    with deployed_lab_fleet(tmp_path_factory.mktemp("deploy-lab"), "sglang-deploy", "10.89.83.", hosts=[HOST]) as fleet:
+    with deployed_lab_fleet(tmp_path_factory.mktemp("deploy-lab"), "sglang-deploy", "10.89.83.", hosts=[HOST],
+                            shared=True) as fleet:
         yield fleet
 
 

@@ -34,7 +34,7 @@ SEEDS_REDEPLOY = {"sglang_version": "0.5.13.post1",
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     with deployed_lab_fleet(tmp_path_factory.mktemp("regress"), "sglang-regress", "10.89.97.", hosts=(HOST,),
-                            group_vars=STEADY_VERIFY) as fleet:
+                            group_vars=STEADY_VERIFY, shared=True) as fleet:
         yield fleet
 
 

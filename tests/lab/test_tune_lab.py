@@ -24,7 +24,7 @@ HOST = "ct129"
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     with deployed_lab_fleet(tmp_path_factory.mktemp("tune"), "sglang-tune", "10.89.98.", hosts=(HOST,),
-                            group_vars=STEADY_VERIFY) as fleet:
+                            group_vars=STEADY_VERIFY, shared=True) as fleet:
         yield fleet
 
 

@@ -27,7 +27,7 @@ HOST_STATE = ("systemctl show sglang -p MainPID; sha256sum /etc/systemd/system/s
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     with deployed_lab_fleet(tmp_path_factory.mktemp("upgrade-lab"), "sglang-upgrade", "10.89.110.",
-                            hosts=["ct129"]) as fleet:
+                            hosts=["ct129"], shared=True) as fleet:
         yield fleet
 
 
