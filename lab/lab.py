@@ -441,7 +441,8 @@ def cmd_up(args):
     refuse_other_checkouts(other_checkouts({n: container_info(n) for n in names}), args.prefix, args.inventory)
     ensure_image(not args.no_build)
     ensure_key()
-    images = {host: host_images(args.inventory).get(host, IMAGE) for host, _ in hosts}
+    declared = host_images(args.inventory)
+    images = {host: declared.get(host, IMAGE) for host, _ in hosts}
     image_ids = {
         image: podman("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() for image in set(images.values())
     }

@@ -119,8 +119,7 @@ class LabFleet:
 
     def podman(self, *argv, check=True):
         """podman with the lab's containers.conf (test equipment: stop, start or change a host)."""
-        p = subprocess.run(["podman", *argv], env={**ENV, "CONTAINERS_CONF": str(REPO / ".lab" / "containers.conf")},
-                           capture_output=True, text=True, check=False)
+        p = podman_lab(*argv)
         assert p.returncode == 0 or not check, p.stdout + p.stderr
         return p.stdout
 
@@ -299,7 +298,7 @@ def deployed_lab_fleet(tmp_path, prefix, subnet, hosts=None, deploy_args=(), gro
     hosts, group_vars = tuple(hosts or LAB_HOSTS), {**LIGHT_VERIFY, **(group_vars or {})}
     key = snapshot_key(hosts, group_vars, deploy_args)
     with contextlib.ExitStack() as stack:
-        with snapshot_lock(key):
+        with snapshot_lock(key) if shared else contextlib.nullcontext():
             images = snapshot_images(key, hosts) if shared else {}
             fleet = stack.enter_context(lab_fleet(tmp_path, prefix, subnet, hosts, group_vars, CANARY_THEN_REST,
                                                   images=images))

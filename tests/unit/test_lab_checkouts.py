@@ -241,3 +241,12 @@ def test_hub_up_names_a_holder_that_took_the_port_while_it_built(hub, listen, tm
     (proc,) = taken
     assert refused.value.code.startswith(f"127.0.0.1:{port} is in use by pid {proc.pid} (")
     assert "Address already in use" in (tmp_path / "hub" / "logs" / "front.log").read_text()
+
+
+def test_a_host_declaring_lab_image_starts_from_it_and_the_others_from_the_lab_image(lab, tmp_path):
+    """tests/lab/lab_fleet.py starts a shared fleet's hosts from their snapshot through `lab_image`."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"lab": {"hosts": {
+        "ct129": {"ansible_host": "10.89.97.11", "lab_image": "localhost/sglang-fleet-snapshot:run-key-ct129"},
+        "h200x1": {"ansible_host": "10.89.97.12"}}}}}}))
+    assert lab.host_images(inventory) == {"ct129": "localhost/sglang-fleet-snapshot:run-key-ct129"}
