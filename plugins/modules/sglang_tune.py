@@ -116,7 +116,7 @@ else:
     YAML_IMPORT_ERROR = None
 
 from ansible_collections.sglang.fleet.plugins.module_utils.files import write_atomic
-from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError, to_argv
+from ansible_collections.sglang.fleet.plugins.module_utils.host.args import ArgsError, check_args, to_argv
 from ansible_collections.sglang.fleet.plugins.module_utils.host.gpu_facts import is_cpu_host
 from ansible_collections.sglang.fleet.plugins.module_utils.source import (
     UnknownLayout,
@@ -170,6 +170,38 @@ def normalise(src, args):
         return dict(args)
 
 
+def candidate_problems(src, args, model_config, hardware):
+    """Why a candidate's whole inventory flags could not start: the installed release's parser and
+    start-up refusals, then the project's own checks (host/args.py, as deploy's preflight runs them)."""
+    try:
+        argv = to_argv(args)
+    except ArgsError as exc:
+        return [str(exc)]
+    problems = [q.message for q in validate_argv(src, argv, model_config or None, hardware) if q.severity == "error"]
+    return problems or check_args(args, (hardware or {}).get("gpu_count"), (hardware or {}).get("source", "declared"))
+
+
+def refuse_unstartable(tune):
+    """Record as infeasible, never started, each next candidate the release or deploy's checks would
+    refuse: the plan checked each value alone, so a candidate that changes several flags is checked whole
+    here (tune.yml restarts a candidate without deploy's preflight). Leaves a next step that may start."""
+    while True:
+        step = search.next_step(tune["state"])
+        if step["action"] == "done" or not step["restart"] or not tune.get("check"):
+            return tune
+        incumbent = tune["state"]["incumbent"]
+        if sum(not search.same_value(v, incumbent.get(f)) for f, v in step["candidate"].items()) < 2:
+            return tune
+        why = candidate_problems(cached_source(tune["check"]["source_dir"]),
+                                 session.candidate_args(tune["args"], incumbent, step["candidate"]),
+                                 tune["check"]["model_config"], tune["check"]["hardware"])
+        if not why:
+            return tune
+        tune["state"] = search.record(tune["state"], step["candidate"],
+                                      f"refused by sglang {tune['version']}, never started: {'; '.join(why)}",
+                                      seconds=0.0, started=False)
+
+
 def next_of(tune):
     """next_step with the candidate's inventory flags added, and whether to generate the output check's
     prompts after its restart."""
@@ -191,12 +223,7 @@ def plan(p):
     args = dict(p["args"])
 
     def check(candidate):
-        try:
-            argv = to_argv(candidate)
-        except ArgsError as exc:
-            return [str(exc)]
-        return [f"{q.message}" for q in validate_argv(src, argv, p["model_config"] or None, p["hardware"])
-                if q.severity == "error"]
+        return candidate_problems(src, candidate, p["model_config"], p["hardware"])
 
     space = p["space"] if p["space"] else session.default_space(args)
     if not isinstance(space, dict):
@@ -232,11 +259,12 @@ def plan(p):
         raise session.TuneError(f"{exc}{extra}") from None
     state["noise"]["basis"] = f"{basis} (the search's prior)"
     tune = {"host": p["host"], "metric": p["metric"], "args": args, "refused": refused, "state": state,
-            "version": src.version, "limits": limits, "output_check": output_check}
+            "version": src.version, "limits": limits, "output_check": output_check,
+            "check": {"source_dir": p["source_dir"], "model_config": p["model_config"], "hardware": p["hardware"]}}
     lines = [f"{where}{state['plan']['message']}; noise {sigma * 100:.1f} % a run ({basis})"]
     lines += [f"{where}{line}" for line in audit_lines + limit_lines + output_lines]
     lines += [f"{where}{r['flag']} -> {r['value']}: refused by sglang {src.version}, never started: {r['why']}" for r in refused]
-    return tune, {"plan": state["plan"], "plan_lines": lines}
+    return refuse_unstartable(tune), {"plan": state["plan"], "plan_lines": lines}
 
 
 def record(p):
@@ -257,7 +285,7 @@ def record(p):
         outcome = held(tune, step, outcome, levels, p)
     tune["state"] = search.record(tune["state"], step["candidate"], outcome, p["seconds"],
                                   measured=measured if isinstance(outcome, str) else 0)
-    return tune, {}
+    return refuse_unstartable(tune), {}
 
 
 def figures_of(measurements, metric):

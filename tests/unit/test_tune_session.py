@@ -165,6 +165,48 @@ def test_a_whole_search_through_the_module_state_file_finds_the_peak_and_answers
         sglang_tune.record(params(state_file=str(state_file), outcome=[50.0]))
 
 
+A6000X2 = {"source": "declared", "gpu_count": 2, "gpu_model": "NVIDIA RTX A6000"}
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"]}
+
+
+def test_the_plan_refuses_a_value_the_projects_own_checks_refuse_before_it_starts(src_0511):
+    """The release's parser accepts tp_size 4; deploy's preflight (host/args.py) knows the host has 2 GPUs."""
+    tune, extra = sglang_tune.plan(params(src_0511, args={"model_path": "/models/Qwen3-8B", "tp_size": 1},
+                                          model_config=QWEN3_8B, hardware=A6000X2, space={"tp_size": [1, 2, 4]}))
+    assert [(r["flag"], r["value"]) for r in tune["refused"]] == [("tp_size", 4)]
+    assert "these arguments need 4 GPU(s) per node (tp_size 4) but the host has 2 (declared)" in tune["refused"][0]["why"]
+    assert [d["values"] for d in tune["state"]["space"]] == [[1, 2]]
+    assert any(ln.startswith("ct129: tp_size -> 4: refused by sglang 0.5.11, never started: these arguments need 4 GPU(s)")
+               for ln in extra["plan_lines"]), extra["plan_lines"]
+
+
+def test_a_candidate_of_two_flags_that_could_not_start_is_refused_whole_and_never_started(src_0511, tmp_path):
+    """tp_size 2 and dp_size 2 each fit 2 GPUs on the incumbent's flags (the plan checks each value alone);
+    together they need 4. The search moves tp_size to 2, then asks for dp_size 2 on top of it: that pair is
+    recorded as infeasible with the reason, and no step ever restarts the host with it."""
+    state_file = tmp_path / "state.json"
+    tune, _ = sglang_tune.plan(params(src_0511, args={"model_path": "/models/Qwen3-8B", "tp_size": 1},
+                                      model_config=QWEN3_8B, hardware=A6000X2, space={"tp_size": [1, 2], "dp_size": [1, 2]},
+                                      budget_minutes=60))
+    state_file.write_text(json.dumps(tune))
+    started = []
+    for _ in range(60):
+        step = sglang_tune.next_of(json.loads(state_file.read_text()))
+        if step["action"] == "done":
+            break
+        started += [step["candidate"]] if step["restart"] else []
+        figure = 100 * (1.3 if step["candidate"]["tp_size"] == 2 else 1) * (1.25 if step["candidate"]["dp_size"] == 2 else 1)
+        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=[figure] * step["measurements"], seconds=20))
+        state_file.write_text(json.dumps(tune))
+    result = step["result"]
+    assert {"tp_size": 2, "dp_size": 2} not in started, started
+    pair = next(r for r in result["rows"] if set(r["changes"]) == {"tp_size", "dp_size"})
+    assert pair["verdict"] == "infeasible" and pair["measurements"] == 0, pair
+    assert pair["why"].startswith("refused by sglang 0.5.11, never started: these arguments need 4 GPU(s) per node "
+                                  "(tp_size 2 x dp_size 2) but the host has 2 (declared)"), pair["why"]
+    assert result["won"] and result["winner"]["tp_size"] == 2 and result["restarts"] == len(started), result
+
+
 @pytest.mark.parametrize("text, reason", [
     ("ct129: sglang exited during start-up, after 12 s\n--- last 40 lines ---\n[x] server_args=...\n"
      "Traceback (most recent call last):\n  File \"a.py\", line 3\nRuntimeError: Not enough memory. Please try to "

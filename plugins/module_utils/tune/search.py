@@ -250,13 +250,14 @@ def next_step(state):
     return dict(copy.deepcopy(state["next"]), progress=copy.deepcopy(state["progress"]))
 
 
-def record(state, candidate, outcome, seconds=None, measured=0):
+def record(state, candidate, outcome, seconds=None, measured=0, started=True):
     """The state after the step next_step asked for: ``candidate`` (its flags, as asked) measured with
     ``outcome`` -- its figure (a number, or a list of one per measurement; higher is better, e.g. output
     tok/s) -- or the reason it could not be measured (a string: the log line of a crash, an out of
     memory, a failed health wait), which makes it infeasible. ``seconds``: the time it took (default: the
     cost model's); ``measured``: with a reason, the measurements it took all the same (a candidate held back
-    after it ran: HELD_BACK). Returns a new state; the one passed is left as it was."""
+    after it ran: HELD_BACK); ``started``: False for one refused before its restart (not counted as one).
+    Returns a new state; the one passed is left as it was."""
     state = copy.deepcopy(state)
     step = state["next"]
     if step["action"] == "done":
@@ -270,7 +271,7 @@ def record(state, candidate, outcome, seconds=None, measured=0):
     state["used_s"] += float(seconds) if seconds is not None else (
         measurement_cost(state["cost"], taken, step["restart"]) if taken else state["cost"]["restart_s"])
     state["measurements"] += taken
-    state["restarts"] += 1 if step["restart"] else 0
+    state["restarts"] += 1 if step["restart"] and started else 0
     state["running"] = key if figures else None
     if step["action"] == "confirm":
         state["confirm"] = {"key": key, "figures": figures, "why": reason}
