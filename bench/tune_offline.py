@@ -13,8 +13,10 @@ memory-up flag takes memory, and past the surface's limit a configuration runs o
 the grid); one surface in five also has a policy value that crashes whatever else is set. The incumbent
 is a random configuration that runs.
 
-Each measurement is the true figure times a noise draw: none; log-normal at 1 % and at 2 % (a GPU host's
-run-to-run spread), the search's prior the verify gates' 2 %; or the real SGLang on this CPU, resampled:
+Each measurement is the true figure times a noise draw: none; log-normal at 1 % and at 2 %, the search's
+prior the verify gates' 2 %; a real GPU serving engine restarted again and again, resampled (gpu_ratios:
+llama-server on an H100 measured by verify's client, bench/gpu_noise; 1.2 % at concurrency 1, 3.4 % at
+4), the same prior; or the real SGLang on this CPU, resampled:
 the ratio of each of the 110 recorded verify runs (bench/samples/real-sglang-verify-runs-2026-12-05.jsonl,
 phases idle, unit-tests and mixed; both metrics) to the median of the up to 6 runs around it since the same
 restart, itself left out (a spread of 17-18 %, 1 run in 20 more than 26 % slow), the search's prior cpu1's
@@ -51,6 +53,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.tune import search
 from ansible_collections.sglang.fleet.plugins.module_utils.verify import noise
 
 SAMPLES = REPO / "bench" / "samples" / "real-sglang-verify-runs-2026-12-05.jsonl"
+GPU_SAMPLES = REPO / "bench" / "gpu_noise" / "results" / "2026-12-07-h100" / "results.json"
 QUIET = ("idle", "unit-tests", "mixed")   # the recording's unchanged runs (the loss-* phases are real losses)
 FLAGS = {
     "speculative_num_steps": {"values": [1, 2, 3, 4, 5, 6, 7], "memory_up": True, "default": 1},
@@ -149,11 +152,26 @@ def real_ratios(path=SAMPLES):
     return ratios
 
 
+def gpu_ratios(level, path=GPU_SAMPLES):
+    """A real GPU serving engine restarted again and again (bench/gpu_noise: llama-server on an H100,
+    verify's client, 3 runs a restart): each restart's output tok/s at concurrency ``level`` ("c1" or
+    "c4"; the median of its runs, as verify takes it) against the median of the other restarts'.
+    Restart to restart: what a tune's candidates see. Not the per-stream decode: llama-server's first
+    chunk comes later run after run in one lifetime, which moves the client's decode figure (timed from
+    the first chunk) but not the output rate (bench/README.md, "A real GPU's run-to-run noise")."""
+    restarts = json.loads(pathlib.Path(path).read_text())["restarts"]
+    figures = [statistics.median(run["output_throughput"] for run in r[level]["runs"]) for r in restarts]
+    return [f / statistics.median(figures[:i] + figures[i + 1:]) for i, f in enumerate(figures)]
+
+
 def levels(ratios):
     """(name, draw(rng) -> multiplier, prior sigma, cost model, budget)."""
+    gpu1, gpu4 = gpu_ratios("c1"), gpu_ratios("c4")
     return [("none", lambda rng: 1.0, 0.02, GPU_COST, GPU_BUDGET_S),
             ("GPU-like 1 %", lambda rng: math.exp(rng.gauss(0, 0.01)), 0.02, GPU_COST, GPU_BUDGET_S),
             ("GPU-like 2 %", lambda rng: math.exp(rng.gauss(0, 0.02)), 0.02, GPU_COST, GPU_BUDGET_S),
+            ("real GPU c=1, resampled", lambda rng: rng.choice(gpu1), 0.02, GPU_COST, GPU_BUDGET_S),
+            ("real GPU c=4, resampled", lambda rng: rng.choice(gpu4), 0.02, GPU_COST, GPU_BUDGET_S),
             ("real CPU runs, resampled", lambda rng: rng.choice(ratios), 0.20, CPU_COST, CPU_BUDGET_S)]
 
 
