@@ -1,7 +1,6 @@
 """bench/controller_profile.py (where a play's controller samples went) and bench/tune_offline.py's
 real GPU noise rows (each restart against the others)."""
 
-import importlib.util
 import json
 import math
 import pathlib
@@ -9,19 +8,9 @@ import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-controller_profile = load("controller_profile")
-tune_offline = load("tune_offline")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))   # tune_offline imports its neighbours
+import controller_profile  # noqa: E402
+import tune_offline  # noqa: E402
 
 PROCESS = 'process 7:"ansible-playbook deploy.yml"'
 BUILD = ("_configure_module (ansible/plugins/action/__init__.py:1250);modify_module (ansible/executor/module_common.py:1290);"

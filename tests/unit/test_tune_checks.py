@@ -4,7 +4,7 @@ module's plan and record on the real 0.5.11 source the lab's ct129 runs."""
 import json
 
 import pytest
-from test_tune_session import params
+from test_tune_session import drive, params
 from wheels import sglang_source_tree
 
 from ansible_collections.sglang.fleet.plugins.module_utils.tune import checks, session
@@ -129,20 +129,17 @@ def test_candidates_over_a_limit_or_with_other_outputs_are_infeasible_and_the_in
                                           limits={"ttft_ms_p50@4": 500}, output_check={"prompts": 2, "tokens": 8},
                                           verify_shape=VERIFY, outputs=None))
     assert "ct129: limit: p50 TTFT at concurrency 4 at most 500 ms (read from 32 requests a measurement)" in extra["plan_lines"]
-    state_file.write_text(json.dumps(tune))
-    seen = []
-    for _ in range(20):
-        step = sglang_tune.next_of(json.loads(state_file.read_text()))
-        if step["action"] == "done":
-            break
+
+    def outcome_of(step):
         c = step["candidate"]
-        seen.append((c["kv_cache_dtype"], c["schedule_policy"], step["check_outputs"]))
         fp8, lpm = c["kv_cache_dtype"] == "fp8_e5m2", c["schedule_policy"] == "lpm"
         ttft = 3000.0 if lpm else 120.0
         outputs = (["ABCdefgh", "ABCdefgh"] if fp8 else ["ABCDEFGH", "ABCDEFGH"]) if step["check_outputs"] else None
-        measured = [measurement(40.0 * (1.3 if fp8 or lpm else 1.0), ttft * (1 + 0.01 * i)) for i in range(step["measurements"])]
-        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=measured, seconds=20, outputs=outputs))
-        state_file.write_text(json.dumps(tune))
+        return {"outcome": [measurement(40.0 * (1.3 if fp8 or lpm else 1.0), ttft * (1 + 0.01 * i))
+                            for i in range(step["measurements"])], "outputs": outputs}
+
+    asked, step = drive(tune, state_file, outcome_of, most=20)
+    seen = [(s["candidate"]["kv_cache_dtype"], s["candidate"]["schedule_policy"], s["check_outputs"]) for s in asked]
     assert seen[0] == ("auto", "fcfs", True)   # the incumbent's outputs are the reference
     assert ("fp8_e5m2", "fcfs", True) in seen and ("auto", "lpm", False) in seen
     result = step["result"]

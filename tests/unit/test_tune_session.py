@@ -46,6 +46,22 @@ def params(src=None, **over):
     return p
 
 
+def drive(tune, state_file, outcome_of, most=60):
+    """The role's loop over the module: next_of, then record with what ``outcome_of(step)`` gives (its
+    outcome, and outputs where the step checks them), a state file between the calls. Returns the steps
+    asked for and the last one (the result)."""
+    state_file.write_text(json.dumps(tune))
+    asked = []
+    for _ in range(most):
+        step = sglang_tune.next_of(json.loads(state_file.read_text()))
+        if step["action"] == "done":
+            return asked, step
+        asked.append(step)
+        tune, _ = sglang_tune.record(params(state_file=str(state_file), seconds=20, **outcome_of(step)))
+        state_file.write_text(json.dumps(tune))
+    raise AssertionError(f"the search was not done after {most} steps")
+
+
 # ---------------------------------------------------------------------------------------------- plan
 
 def test_the_plan_checks_every_value_against_the_release_and_refuses_what_it_would_refuse(src_0511):
@@ -140,18 +156,15 @@ def test_a_whole_search_through_the_module_state_file_finds_the_peak_and_answers
     surface peaking at 4 steps (the simulator's default shape), a start at 5 steps that runs out of memory."""
     state_file = tmp_path / "state.json"
     tune, _extra = sglang_tune.plan(params(src_0511, state_file=str(state_file)))
-    state_file.write_text(json.dumps(tune))
     speed = {1: 38.7, 2: 48.6, 3: 53.4, 4: 54.8}
-    for _ in range(40):
-        step = sglang_tune.next_of(json.loads(state_file.read_text()))
-        if step["action"] == "done":
-            break
+
+    def outcome_of(step):
         steps = step["candidate"]["speculative_num_steps"]
-        outcome = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n[2026-12-06] Received "
-                   "sigquit from a child process" if steps == 5 else
-                   [speed[steps] * (1 + 0.004 * ((i % 3) - 1)) for i in range(step["measurements"])])
-        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=outcome, seconds=20))
-        state_file.write_text(json.dumps(tune))
+        return {"outcome": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n[2026-12-06] "
+                           "Received sigquit from a child process" if steps == 5 else
+                           [speed[steps] * (1 + 0.004 * ((i % 3) - 1)) for i in range(step["measurements"])]}
+
+    _asked, step = drive(tune, state_file, outcome_of, most=40)
     result = step["result"]
     assert result["won"] and result["winner"]["speculative_num_steps"] in (3, 4), result["message"]
     assert session.left_on_table(result).endswith(f"speculative_num_steps 1 -> {result['winner']['speculative_num_steps']}")
@@ -188,16 +201,13 @@ def test_a_candidate_of_two_flags_that_could_not_start_is_refused_whole_and_neve
     tune, _ = sglang_tune.plan(params(src_0511, args={"model_path": "/models/Qwen3-8B", "tp_size": 1},
                                       model_config=QWEN3_8B, hardware=A6000X2, space={"tp_size": [1, 2], "dp_size": [1, 2]},
                                       budget_minutes=60))
-    state_file.write_text(json.dumps(tune))
-    started = []
-    for _ in range(60):
-        step = sglang_tune.next_of(json.loads(state_file.read_text()))
-        if step["action"] == "done":
-            break
-        started += [step["candidate"]] if step["restart"] else []
-        figure = 100 * (1.3 if step["candidate"]["tp_size"] == 2 else 1) * (1.25 if step["candidate"]["dp_size"] == 2 else 1)
-        tune, _ = sglang_tune.record(params(state_file=str(state_file), outcome=[figure] * step["measurements"], seconds=20))
-        state_file.write_text(json.dumps(tune))
+
+    def outcome_of(step):
+        c = step["candidate"]
+        return {"outcome": [100 * (1.3 if c["tp_size"] == 2 else 1) * (1.25 if c["dp_size"] == 2 else 1)] * step["measurements"]}
+
+    asked, step = drive(tune, state_file, outcome_of)
+    started = [s["candidate"] for s in asked if s["restart"]]
     result = step["result"]
     assert {"tp_size": 2, "dp_size": 2} not in started, started
     pair = next(r for r in result["rows"] if set(r["changes"]) == {"tp_size", "dp_size"})
