@@ -9,6 +9,8 @@
 #   openssh-client      - ssh/ssh-keygen: the lab key and the "SSH answers" check
 #   python3 python3-yaml python3-pip - lab.py (PyYAML for the inventory), pip download of
 #                         docker-systemctl-replacement in build-image.sh
+#   python3-venv        - the controller's venv (.venv) on Debian's own python3, an optimised build
+#                         (the Makefile's PYTHON; bench/README.md, "The controller's interpreter")
 #   chromium fonts-dejavu-core - not the lab: headless Chromium renders the HTML fleet report in
 #                         tests/unit/test_fleet_report_html.py (make test installs this before unit)
 #   prometheus-node-exporter - not installed (its package starts a service on :9100): its
@@ -22,7 +24,7 @@ PACKAGES=(
   podman runc conmon netavark aardvark-dns iptables
   mmdebstrap openssh-client ca-certificates
   rsync
-  python3 python3-yaml python3-pip
+  python3 python3-yaml python3-pip python3-venv
   chromium fonts-dejavu-core
 )
 

@@ -40,7 +40,8 @@ def everywhere(faults):
 
 @contextlib.contextmanager
 def rollout_fleet(tmp_path_factory, prefix, subnet):
-    """The lab fleet as `prefix`-* on `subnet`, deployed once (every host's first release is good)."""
+    """The lab fleet as `prefix`-* on `subnet`, deployed once (every host's first release is good). One deploy
+    per test run: the rollout modules, the audit's and the bad inputs' start from its snapshot (lab_fleet.py)."""
     with deployed_lab_fleet(tmp_path_factory.mktemp(prefix), prefix, subnet, group_vars=GROUP_VARS,
                             shared=True) as fleet:
         yield fleet

@@ -66,10 +66,12 @@ class RouterClient:
 
 
 class Load:
-    """Clients sending streamed generations through the router, back to back, counting outcomes."""
+    """Clients sending streamed generations through the router, counting outcomes: back to back, or each
+    client `pause` seconds after its last answer (a real server on the lab's two cores: a closed loop keeps
+    it generating for the whole rollout, CPU the other lab modules wait for)."""
 
-    def __init__(self, client, clients=4, tokens=24):
-        self.client, self.tokens = client, tokens
+    def __init__(self, client, clients=4, tokens=24, pause=0.0):
+        self.client, self.tokens, self.pause = client, tokens, pause
         self.ok = self.failed = 0
         self.done = []  # monotonic time of each request that succeeded
         self.stop = threading.Event()
@@ -83,6 +85,7 @@ class Load:
                 self.ok, self.failed = self.ok + good, self.failed + (not good)
                 if good:
                     self.done.append(time.monotonic())
+            self.stop.wait(self.pause)
 
     def __enter__(self):
         for t in self.threads:

@@ -1,7 +1,8 @@
 """audit.yml, deploy.yml's audit and drift.yml on lab hosts of their own (10.89.79.0/24, sglang-audit-*).
 
-Starts its own copy of the lab fleet (never the sglang-lab or sglang-mol containers), prepares it,
-deploys, then: the ct129 audit passes and shows what the seeds found; a removed flag stops
+Starts its own copy of the lab fleet (never the sglang-lab or sglang-mol containers), deployed as the
+rollout modules deploy it (rollout_support.rollout_fleet: one deploy per test run, the others start from
+its snapshot), then: the ct129 audit passes and shows what the seeds found; a removed flag stops
 deploy.yml before anything changes; drift: the fleet is in sync (also under --check, changed=0),
 ct129's unit edited by hand and restarted (mem_fraction_static 0.88 -> 0.80) makes drift.yml fail
 naming the setting, both values and the fix while the other hosts stay in sync, and deploy.yml -l
@@ -13,7 +14,8 @@ import re
 
 import pytest
 import yaml
-from lab_fleet import BIN, deployed_lab_fleet, recap, run, unflow
+from lab_fleet import BIN, recap, run, unflow
+from rollout_support import rollout_fleet
 
 pytestmark = pytest.mark.lab
 
@@ -29,7 +31,7 @@ def recaps(out):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    with deployed_lab_fleet(tmp_path_factory.mktemp("audit-lab"), "sglang-audit", "10.89.79.") as fleet:
+    with rollout_fleet(tmp_path_factory, "sglang-audit", "10.89.79.") as fleet:
         yield fleet
 
 

@@ -24,7 +24,8 @@ import time
 
 import pytest
 import yaml
-from lab_fleet import BIN, ENV, REPO, deployed_lab_fleet, recap, unflow
+from lab_fleet import BIN, ENV, REPO, recap, unflow
+from rollout_support import rollout_fleet
 from wheels import sglang_wheel
 
 pytestmark = pytest.mark.lab
@@ -163,7 +164,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    with deployed_lab_fleet(tmp_path_factory.mktemp("badin-lab"), PREFIX, SUBNET, deploy_args=FAST) as fleet:
+    with rollout_fleet(tmp_path_factory, PREFIX, SUBNET) as fleet:
         # Test equipment: a model only root can read, a port held by another process, and on
         # h200x1 an nvidia-smi printing a real one-H200 capture (its declaration agrees with it).
         fleet.ssh("ct129", "mkdir -p /models/private-27B && cp /models/Qwen3.6-27B/config.json /models/private-27B/"

@@ -383,7 +383,7 @@ def test_the_real_router_serves_through_a_rollout_of_the_real_server_without_a_f
     pids = {host: real.ssh(host, "systemctl show sglang -p MainPID") for host in (HOST, REPLICA)}
     rollout = {"sglang_router_host": ROUTER, "sglang_rollout_batches": [1],
                "sglang_args_common": {**TINY_LLAMA_COMMON, "max_running_requests": 8}}
-    with Load(client, clients=2, tokens=16) as load:
+    with Load(client, clients=2, tokens=16, pause=1.0) as load:
         time.sleep(10)
         start = time.monotonic()
         # the harmless flag change: no rollback, at the unchanged runs' false-alarm budget

@@ -271,9 +271,11 @@ def test_tune_takes_its_host_out_of_the_router_for_the_search_and_puts_it_back(f
 
 
 def test_the_same_rollout_without_draining_breaks_requests(fleet):
+    """The control: rep1 alone restarted under the same load without leaving the router (one replica
+    shows it; the drained rollout above did both)."""
     with Load(CLIENT) as load:
-        rc, out = rollout(fleet, "undrained", "-e", "sglang_router_host=")
-    assert rc == 0, out
+        rc, out = rollout(fleet, "undrained", "-e", "sglang_router_host=", "-l", "rep1")
+    assert rc == 0 and recap(out, "rep1")["changed"] > 0, out
     assert "out of router" not in out
     print(f"undrained rollout: {load.ok} requests ok, {load.failed} failed")
     assert load.ok > 20
