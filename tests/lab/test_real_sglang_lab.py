@@ -11,7 +11,7 @@ the wheels once into the controller's cache when they are not there.
 
 The router test adds cpu2, a second replica of cpu1's model, and the real sglang-router in front
 of both (group tiny_llama, reached beyond loopback with the canary key), then rolls a flag change
-out to both under client load. cpu2 runs the simulator (a declared H200 serving the same tiny
+out to the real server under client load (to both with SGLANG_FLEET_REAL_REPLICA). cpu2 runs the simulator (a declared H200 serving the same tiny
 Llama): a real server's start costs 80-95 CPU-s, and `make test` has room for one more start, not a
 second full-profile install and three (bench/README.md). `make lab-test-real-replica`
 (SGLANG_FLEET_REAL_REPLICA=1) makes cpu2 a second real server (cpu1's host_vars). The plays before
@@ -369,8 +369,10 @@ def test_the_real_router_serves_through_a_rollout_of_the_real_server_without_a_f
     after its health check (with the key), and deploy.yml rolls a flag change out one server at a
     time, taking each out of the router until its in-flight requests finish and putting it back
     once it generates again, while clients stream through the router. The real server restarts
-    with the new flag (a new main PID) and resolves it; cpu2 (the simulator, unless
-    SGLANG_FLEET_REAL_REPLICA) serves the clients meanwhile."""
+    with the new flag (a new main PID) and resolves it; cpu2 serves the clients meanwhile. cpu2, the
+    simulator, is not rolled itself: a simulator's rollout behind the real router is test_router_lab's
+    subject. With SGLANG_FLEET_REAL_REPLICA (two real servers) both roll, one at a time."""
+    rolled = (HOST, REPLICA) if REAL_REPLICA else (HOST,)
     rc, out = real.play_secret("deploy-replica", "deploy.yml", limit=REPLICA, timeout=1800)
     assert rc == 0, out[-20000:]
     rc, out = real.play_secret("router", "router.yml", limit=ROUTER)
@@ -379,8 +381,8 @@ def test_the_real_router_serves_through_a_rollout_of_the_real_server_without_a_f
     client.wait_for(lambda: client.answers(client.workers) == WORKERS, "the router lists both servers healthy",
                     timeout=180)
     assert all(client.generates_in_full(8) for _ in range(4))
-    # a flag change for the group (both replicas): each restarts with it, one at a time
-    pids = {host: real.ssh(host, "systemctl show sglang -p MainPID") for host in (HOST, REPLICA)}
+    # a flag change for the group: each server rolled restarts with it, one at a time
+    pids = {host: real.ssh(host, "systemctl show sglang -p MainPID") for host in rolled}
     rollout = {"sglang_router_host": ROUTER, "sglang_rollout_batches": [1],
                "sglang_args_common": {**TINY_LLAMA_COMMON, "max_running_requests": 8}}
     with Load(client, clients=2, tokens=16, pause=1.0) as load:
@@ -388,13 +390,13 @@ def test_the_real_router_serves_through_a_rollout_of_the_real_server_without_a_f
         start = time.monotonic()
         # the harmless flag change: no rollback, at the unchanged runs' false-alarm budget
         rc, out = real.play_secret("rollout", "deploy.yml", "-e", json.dumps({**rollout, **UNCHANGED}),
-                                   limit="tiny_llama", timeout=1800)
+                                   limit=",".join(rolled), timeout=1800)
         took = time.monotonic() - start
-    print(f"rollout of cpu1 (real) and cpu2 ({'real' if REAL_REPLICA else 'simulator'}) behind the real "
-          f"router: {took:.0f} s, {load.ok} requests ok, {load.failed} failed")
+    print(f"rollout of {' and '.join(rolled)} behind the real router (cpu2 {'real' if REAL_REPLICA else 'the simulator'}): "
+          f"{took:.0f} s, {load.ok} requests ok, {load.failed} failed")
     assert rc == 0, out
     flat = unflow(out)
-    for host, url in zip((HOST, REPLICA), WORKERS):
+    for host, url in zip(rolled, WORKERS):
         assert recap(out, host)["changed"] > 0, out
         assert f"{host}: out of router router ({url}" in flat, out
         assert f"{host}: back in router router ({url}" in flat, out
