@@ -15,8 +15,9 @@ description:
     change with the largest loss judged C(fail).
   - Never changes anything (changed=false); supports check mode.
 options:
-  results: {description: "One per step of the plan, in order: name, change, workload, and measurement (the verify result's own
-      metrics and samples) or error (why the step could not run).", type: list, elements: dict, required: true}
+  results: {description: "One per step of the plan, in order: name, change, and bench (the step's benchmark results, one per
+      concurrency level, as sglang_verify's measure entry point registers them), or workload and measurement (a verify
+      result's own metrics and samples), or error (why the step could not run).", type: list, elements: dict, required: true}
   history_file: {description: The host's verify history ("" or a missing file = none)., type: path, default: ""}
   thresholds: {description: "verify's settings (plugins/module_utils/verify/settings.py): min_effect_pct, false_alarm_pct,
       power_pct, run_noise_prior_pct, run_noise_prior_dof; the others are not used. Missing ones take the defaults.",
@@ -46,7 +47,7 @@ lines: {description: "One line per step, then the verdict.", type: list, returne
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sglang.fleet.plugins.module_utils.verify.gates import VerifyError, read_history_file
-from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression import RegressionError, judge
+from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression import RegressionError, judge, measured
 
 
 def main():
@@ -61,7 +62,7 @@ def main():
     p = module.params
     history = read_history_file(p["history_file"])
     try:
-        out = judge(p["results"], history, p["thresholds"])
+        out = judge([measured(r) for r in p["results"]], history, p["thresholds"])
     except (RegressionError, VerifyError) as exc:
         module.fail_json(msg=f"sglang_regression_judge: {exc}")
     module.exit_json(changed=False, **out)

@@ -6,6 +6,7 @@ from ansible_collections.sglang.fleet.plugins.module_utils.verify.regression imp
     AGAIN,
     RegressionError,
     judge,
+    measured,
     plan,
 )
 
@@ -49,7 +50,7 @@ def test_nothing_to_search_and_no_last_known_good_are_refused_with_the_reason():
         plan({}, "0.5.12", ONE_STEP)
 
 
-def measured(decodes):
+def measurement(decodes):
     return {"metrics": {"decode_tok_s@1": sorted(decodes)[len(decodes) // 2]}, "samples": {"decode_tok_s@1": decodes}}
 
 
@@ -60,7 +61,7 @@ HISTORY = [{"generated_at": f"20261201T0{i}0000Z", "fingerprint": "f" * 16, "wor
 
 
 def results(steps, decodes):
-    return [{"name": s["name"], "change": s["change"], "workload": WL, "measurement": measured(d)}
+    return [{"name": s["name"], "change": s["change"], "workload": WL, "measurement": measurement(d)}
             for s, d in zip(steps, decodes)]
 
 
@@ -172,3 +173,28 @@ def test_an_unmeasured_baseline_is_refused():
     steps = plan(GOOD, "0.5.12", ONE_STEP)
     with pytest.raises(RegressionError, match="the baseline .* could not be measured: the service did not start"):
         judge([{"name": steps[0]["name"], "change": None, "error": "the service did not start"}], HISTORY, TH)
+
+
+def bench_results(decodes, input_len=128, output_len=64):
+    """A step's benchmark at concurrency 1, as sglang_verify's measure entry point registers it (one repeat each)."""
+    return [{"concurrency": 1, "api": "completions", "input_len": input_len, "output_len": output_len,
+             "repeats": len(decodes), "completed": len(decodes), "failed": 0, "output_throughput": 60.0,
+             "decode_tok_s_per_stream": {"p50": sorted(decodes)[len(decodes) // 2]},
+             "runs": [{"decode_tok_s_per_stream": {"p50": d}, "output_throughput": d * 0.9} for d in decodes]}]
+
+
+def test_a_step_read_from_its_raw_benchmark_is_judged_as_its_verify_measurement_would_be():
+    """regression.yml's steps run verify's benchmark alone (its measure entry point): the judge reads each
+    step's figures and workload from the results with verify's own code, the same verdict as from the
+    measurement a whole verify run reports."""
+    steps = plan(GOOD, "0.5.12", {**SEEDS_ARGS, "speculative_num_steps": 1})
+    decodes = [[70.2, 70.5, 69.9, 70.3], [70.4, 70.0, 70.6, 70.1], [40.2, 40.5, 39.9, 40.3], [40.1, 40.4, 40.6, 40.0]]
+    raw = [measured({"name": s["name"], "change": s["change"], "bench": bench_results(d)}) for s, d in zip(steps, decodes)]
+    assert raw[0]["workload"] == WL and raw[0]["measurement"] == measurement(decodes[0])
+    assert judge(raw, HISTORY, TH) == judge(results(steps, decodes), HISTORY, TH)
+    # a benchmark without a single-stream decode is that step's error, and the others are still judged
+    broken = measured({"name": steps[1]["name"], "change": steps[1]["change"],
+                       "bench": [{**bench_results([70.0])[0], "decode_tok_s_per_stream": {"p50": None}, "runs": []}]})
+    assert broken["error"].startswith("its benchmark: the single-stream run measured no decode speed"), broken
+    verdicts = {r["name"]: r["verdict"] for r in judge([raw[0], broken, *raw[2:]], HISTORY, TH)["steps"]}
+    assert verdicts[steps[1]["name"]] == "not measured" and verdicts["speculative_num_steps 3 -> 1"] == "fail"

@@ -62,6 +62,23 @@ def plan(good, version, args):
     return steps
 
 
+def measured(result):
+    """A step's result as judge() reads it: with `bench` (its raw benchmark results, one per concurrency
+    level: sglang_verify's `measure` entry point), its measurement (the gated metrics and each repeat's
+    figures) and workload, read with verify's own code as a verify run's are (gates.levels, metrics_of,
+    samples_of, workload); a benchmark that measured no single-stream decode is the step's error. A result
+    without `bench` is returned as it is."""
+    if "bench" not in result:
+        return result
+    rest = {k: v for k, v in result.items() if k != "bench"}
+    try:
+        lv = gates.levels(result["bench"] or [])
+    except gates.VerifyError as exc:
+        return {**rest, "error": f"its benchmark: {exc}"}
+    return {**rest, "workload": gates.workload(lv),
+            "measurement": {"metrics": gates.metrics_of(lv), "samples": gates.samples_of(lv)}}
+
+
 def judge(results, history, thresholds):
     """The verdict on each measured step. `results`: one per step of plan(), in order, each
     {name, change, measurement (the verify result's own metrics and samples) or error (why the step
