@@ -8,7 +8,9 @@ same path.
 import json
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 COLLECTIONS = str(REPO / ".collections")
@@ -18,13 +20,24 @@ if COLLECTIONS not in sys.path:
 
 # The lab's deployed-fleet snapshots (tests/lab/lab_fleet.py) belong to one test run: its id is set here,
 # before pytest-xdist starts the workers that inherit it, and the run's snapshots are removed at its end.
+# So does the run's AnsiballZ payload cache: every ansible-playbook the tests start shares one
+# (tests/ansible_plugins/callback/session_payload_cache.py), removed at the end.
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):
-        os.environ["SGLANG_FLEET_SNAPSHOT_RUN"] = os.urandom(6).hex()
+    if hasattr(config, "workerinput"):
+        return
+    os.environ["SGLANG_FLEET_SNAPSHOT_RUN"] = os.urandom(6).hex()
+    os.environ["SGLANG_FLEET_PAYLOAD_CACHE"] = tempfile.mkdtemp(prefix="sglang-fleet-payloads-")
+    for name, value in (("ANSIBLE_CALLBACK_PLUGINS", str(REPO / "tests" / "ansible_plugins" / "callback")),
+                        ("ANSIBLE_CALLBACKS_ENABLED", "session_payload_cache")):
+        os.environ[name] = ",".join(filter(None, (os.environ.get(name), value))) if name.endswith("ENABLED") \
+            else os.pathsep.join(filter(None, (os.environ.get(name), value)))
 
 
 def pytest_sessionfinish(session):
-    if hasattr(session.config, "workerinput") or not (REPO / ".lab" / "snapshots").is_dir():
+    if hasattr(session.config, "workerinput"):
+        return
+    shutil.rmtree(os.environ.get("SGLANG_FLEET_PAYLOAD_CACHE", ""), ignore_errors=True)
+    if not (REPO / ".lab" / "snapshots").is_dir():
         return
     sys.path.insert(0, str(REPO / "tests" / "lab"))
     import lab_fleet  # noqa: PLC0415 (the lab's helpers, only where a lab ran)
