@@ -3,8 +3,8 @@
 ones do not start last and run alone.
 
 Seconds per module (fleet setup included), measured with three workers beside molecule on the
-2-core CI-class machine in a fresh-clone `.ci/run` of 3afb102, 2026-12-06 (88 tests in 42 min, caches
-warm, a nice-19 offline job beside it); a module not listed goes last. Re-measure with `--durations=0`.
+2-core CI-class machine in fresh-clone `.ci/run`s (MODULE_SECONDS says which); a module not listed goes
+last. Re-measure with `--durations=0`, or `bench/lab_cpu.py .lab/lab-cpu.jsonl`.
 """
 
 import json
@@ -15,17 +15,18 @@ import time
 import lab_fleet
 import pytest
 
-MODULE_SECONDS = {  # walls of a fresh-clone `.ci/run` (2026-12-07, three workers): the longest start first
-    "test_real_sglang_lab.py": 1913,  # one cold full-profile install (755 s), six real starts, the router rollout, a real tune
-    "test_tune_lab.py": 1265,  # tune.yml on the seeds' case (841 s), its limits and output check (281 s)
-    "test_rollout_recovery_lab.py": 860,
-    "test_router_lab.py": 728,  # a tune behind the router (292 s)
-    "test_verify_lab.py": 725,
-    "test_audit_lab.py": 674,
+MODULE_SECONDS = {  # walls of fresh-clone `.ci/run`s, three workers: 57c7c33 (2026-12-07, stop 53) for the
+    # eight modules it finished, 33b22c2 (stop 50) for the others; the longest start first
+    "test_real_sglang_lab.py": 2604,  # one full-profile install, seven real starts, the router rollout, a real tune
+    "test_tune_lab.py": 1436,  # tune.yml on the seeds' case, its limits and output check
+    "test_rollout_recovery_lab.py": 1003,  # deploys the three lab hosts: audit, bad inputs and rollout start from it
+    "test_router_lab.py": 820,  # a tune behind the router
+    "test_verify_lab.py": 793,
+    "test_deploy_lab.py": 791,
+    "test_bad_inputs_lab.py": 632,  # from rollout recovery's snapshot
     "test_model_lab.py": 628,  # its own hub, 8 stagings and rollbacks
-    "test_deploy_lab.py": 532,
-    "test_bad_inputs_lab.py": 506,
     "test_regression_lab.py": 500,  # 3 regression.yml runs on the tune module's fleet (its snapshot)
+    "test_audit_lab.py": 490,  # from rollout recovery's snapshot
     "test_multinode_lab.py": 391,
     "test_rollout_lab.py": 372,  # on the recovery module's fleet (its snapshot)
     "test_pd_lab.py": 327,
