@@ -27,10 +27,10 @@ def pytest_configure(config):
         return
     os.environ["SGLANG_FLEET_SNAPSHOT_RUN"] = os.urandom(6).hex()
     os.environ["SGLANG_FLEET_PAYLOAD_CACHE"] = tempfile.mkdtemp(prefix="sglang-fleet-payloads-")
-    for name, value in (("ANSIBLE_CALLBACK_PLUGINS", str(REPO / "tests" / "ansible_plugins" / "callback")),
-                        ("ANSIBLE_CALLBACKS_ENABLED", "session_payload_cache")):
-        os.environ[name] = ",".join(filter(None, (os.environ.get(name), value))) if name.endswith("ENABLED") \
-            else os.pathsep.join(filter(None, (os.environ.get(name), value)))
+    plugins = str(REPO / "tests" / "ansible_plugins" / "callback")
+    os.environ["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(filter(None, (os.environ.get("ANSIBLE_CALLBACK_PLUGINS"), plugins)))
+    os.environ["ANSIBLE_CALLBACKS_ENABLED"] = ",".join(filter(None, (os.environ.get("ANSIBLE_CALLBACKS_ENABLED"),
+                                                                     "session_payload_cache")))
 
 
 def pytest_sessionfinish(session):

@@ -16,8 +16,8 @@ description:
   - Never changes anything (changed=false); supports check mode.
 options:
   results: {description: "One per step of the plan, in order: name, change, and bench (the step's benchmark results, one per
-      concurrency level, as sglang_verify's measure entry point registers them), or workload and measurement (a verify
-      result's own metrics and samples), or error (why the step could not run).", type: list, elements: dict, required: true}
+      concurrency level, as sglang_verify's measure entry point registers them) or error (why the step could not run).",
+    type: list, elements: dict, required: true}
   history_file: {description: The host's verify history ("" or a missing file = none)., type: path, default: ""}
   thresholds: {description: "verify's settings (plugins/module_utils/verify/settings.py): min_effect_pct, false_alarm_pct,
       power_pct, run_noise_prior_pct, run_noise_prior_dof; the others are not used. Missing ones take the defaults.",

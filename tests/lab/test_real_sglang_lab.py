@@ -11,8 +11,8 @@ the wheels once into the controller's cache when they are not there.
 
 The router test adds cpu2, a second replica of cpu1's model, and the real sglang-router in front
 of both (group tiny_llama, reached beyond loopback with the canary key), then rolls a flag change
-out to the real server under client load (to both with SGLANG_FLEET_REAL_REPLICA). cpu2 runs the simulator (a declared H200 serving the same tiny
-Llama): a real server's start costs 80-95 CPU-s, and `make test` has room for one more start, not a
+out to the real server under client load (to both with SGLANG_FLEET_REAL_REPLICA). cpu2 runs the
+simulator (a declared H200 serving the same tiny Llama): a real server's start costs 80-95 CPU-s, and `make test` has room for one more start, not a
 second full-profile install and three (bench/README.md). `make lab-test-real-replica`
 (SGLANG_FLEET_REAL_REPLICA=1) makes cpu2 a second real server (cpu1's host_vars). The plays before
 the router test are limited to cpu1.
