@@ -267,7 +267,9 @@ def test_a_bad_model_on_one_host_of_several_leaves_the_others_deploying(fleet):
     data = yaml.safe_load(good)
     path.write_text(yaml.safe_dump({**data, "sglang_args": {**data["sglang_args"], "model_path": "/models/gone"}}))
     try:
-        rc, out = fleet.play("deploy.yml", "-e", '{"sglang_rollout_batches": ["100%"]}', *FAST)
+        # the whole rollout for the others (in sync and verified, they would end it at its first task)
+        rc, out = fleet.play("deploy.yml", "-e", '{"sglang_rollout_batches": ["100%"]}', *FAST,
+                             "-e", "sglang_release_skip_unchanged=false")
     finally:
         path.write_text(good)
     assert rc != 0, out
